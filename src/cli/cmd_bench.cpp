@@ -1,0 +1,12 @@
+#include "cli/commands.h"
+
+namespace dspark::cli {
+
+void register_bench(CLI::App& app) {
+  CLI::App* bench = app.add_subcommand("bench", "benchmarks (machine-readable with --json)");
+  bench->require_subcommand(1);
+  register_bench_forward(*bench);
+  register_bench_tokenizer(*bench);
+}
+
+}  // namespace dspark::cli

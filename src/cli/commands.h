@@ -1,0 +1,19 @@
+// Each `dspark` subcommand lives in its own cmd_<name>.cpp and registers itself on the app.
+// Commands stay thin: parse flags, call the library, print. Errors are thrown as dspark::Error and
+// reported by main() as one line on stderr with a non-zero exit.
+#pragma once
+#include <CLI/CLI.hpp>
+
+namespace dspark::cli {
+
+void register_tokenize(CLI::App& app);        // dspark tokenize
+void register_logits(CLI::App& app);          // dspark logits
+void register_generate(CLI::App& app);        // dspark generate
+void register_model(CLI::App& app);           // dspark model init
+void register_bench(CLI::App& app);           // dspark bench forward|tokenizer
+
+// bench subcommands, registered on the `bench` app by register_bench
+void register_bench_forward(CLI::App& bench);
+void register_bench_tokenizer(CLI::App& bench);
+
+}  // namespace dspark::cli

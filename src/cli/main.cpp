@@ -1,0 +1,27 @@
+#include <cstdio>
+#include <exception>
+
+#include "cli/commands.h"
+#include "common/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"dspark: lossless speculative decoding (DSpark) for Hugging Face Qwen3/Llama models"};
+  app.require_subcommand(1);
+  dspark::cli::register_tokenize(app);
+  dspark::cli::register_logits(app);
+  dspark::cli::register_generate(app);
+  dspark::cli::register_model(app);
+  dspark::cli::register_bench(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const dspark::Error& e) {
+    std::fprintf(stderr, "dspark: error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "dspark: error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
