@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Builds dspark and runs the whole test suite (GoogleTest via ctest).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+cd build
+ctest --output-on-failure -j "$(nproc)" --timeout 900

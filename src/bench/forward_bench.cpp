@@ -1,0 +1,111 @@
+#include "bench/forward_bench.h"
+
+#include <algorithm>
+#include <chrono>
+#include <random>
+
+#include "engine/autoregressive.h"
+
+namespace dspark::bench {
+
+namespace {
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+std::vector<int64_t> random_ids(int64_t n, int64_t vocab, std::mt19937_64& rng) {
+  std::uniform_int_distribution<int64_t> dist(0, vocab - 1);
+  std::vector<int64_t> ids(n);
+  for (int64_t& id : ids) id = dist(rng);
+  return ids;
+}
+
+// Times forwards of `n_seqs` sequences x `n_new` tokens over slots that each hold `context`
+// positions; every run is rolled back so all runs see the same context.
+ForwardPoint time_point(model::Transformer& model, model::KvCache& cache, const std::vector<int64_t>& slots,
+                        int64_t context, int64_t n_seqs, int64_t n_new, const ForwardBenchOptions& options,
+                        std::mt19937_64& rng) {
+  model::ForwardBatch batch;
+  batch.token_ids = random_ids(n_seqs * n_new, model.config().vocab_size, rng);
+  for (int64_t s = 0; s < n_seqs; ++s) {
+    batch.seqs.push_back({slots[s], n_new});
+    for (int64_t i = 0; i < n_new; ++i) batch.logit_rows.push_back(s * n_new + i);
+  }
+  ForwardPoint point;
+  point.context = context;
+  for (int64_t run = 0; run < options.warmup + options.runs; ++run) {
+    const auto start = std::chrono::steady_clock::now();
+    model.forward(cache, batch);
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    for (int64_t s = 0; s < n_seqs; ++s) cache.truncate(slots[s], context);
+    if (run >= options.warmup) point.runs_ms.push_back(ms);
+  }
+  point.median_ms = median(point.runs_ms);
+  point.steps_per_s = 1000.0 / point.median_ms;
+  return point;
+}
+
+double kv_gib(const model::ModelConfig& c, int64_t n_slots, int64_t capacity) {
+  return 2.0 * c.n_layers * n_slots * capacity * c.n_kv_heads * c.head_dim * 4 / (1024.0 * 1024 * 1024);
+}
+
+}  // namespace
+
+ForwardBenchResult run_forward_bench(model::Transformer& model, const ForwardBenchOptions& options,
+                                     const std::function<void(const std::string&)>& progress) {
+  torch::NoGradGuard no_grad;
+  const model::ModelConfig& c = model.config();
+  std::mt19937_64 rng(options.seed);
+  ForwardBenchResult result;
+  result.weight_bytes = model.weight_bytes();
+  const int64_t max_b = *std::max_element(options.batch_sizes.begin(), options.batch_sizes.end());
+
+  for (int64_t context : options.contexts) {
+    const int64_t capacity = context + max_b;
+    const int64_t n_slots = kv_gib(c, max_b, capacity) <= options.max_kv_gib ? max_b : 1;
+    if (n_slots == 1)
+      result.skipped.push_back("batch points at context " + std::to_string(context) + ": KV cache would exceed " +
+                               std::to_string(options.max_kv_gib) + " GiB");
+    model::KvCache cache = model.make_cache(n_slots, capacity);
+    std::vector<int64_t> slots;
+    for (int64_t s = 0; s < n_slots; ++s) slots.push_back(*cache.allocate());
+    if (progress) progress("prefilling context " + std::to_string(context));
+    model.prefill(cache, slots[0], random_ids(context, c.vocab_size, rng));
+    for (int64_t s = 1; s < n_slots; ++s) cache.copy_slot(slots[0], slots[s]);
+
+    for (int64_t b : options.batch_sizes) {
+      if (progress) progress("context " + std::to_string(context) + ", B = " + std::to_string(b));
+      ForwardPoint one_seq = time_point(model, cache, slots, context, 1, b, options, rng);
+      one_seq.shape = "one_seq";
+      one_seq.n_new = b;
+      result.points.push_back(one_seq);
+      if (b > 1 && b <= n_slots) {
+        ForwardPoint batch = time_point(model, cache, slots, context, b, 1, options, rng);
+        batch.shape = "batch";
+        batch.n_new = b;
+        result.points.push_back(batch);
+      }
+    }
+  }
+  for (const ForwardPoint& p : result.points)
+    if (p.shape == "one_seq" && p.n_new == 1 && p.context == options.contexts.front()) result.decode_step_ms = p.median_ms;
+  result.weight_gb_per_s = result.weight_bytes / (result.decode_step_ms * 1e-3) / 1e9;
+
+  if (progress) progress("autoregressive decode");
+  engine::GenerationRequest request;
+  request.prompt_ids = random_ids(16, c.vocab_size, rng);
+  request.sampling.temperature = 0;
+  request.max_tokens = options.decode_tokens;
+  std::vector<double> rates;
+  for (int run = 0; run < 3; ++run) {
+    const engine::GenerationResult r = engine::generate_autoregressive(model, request, 1).front();
+    rates.push_back(static_cast<double>(r.ids.size()) / (r.seconds - r.prefill_seconds));
+  }
+  result.decode_tokens_per_s = median(rates);
+  return result;
+}
+
+}  // namespace dspark::bench

@@ -1,0 +1,44 @@
+// `dspark bench forward`: the cost of one target forward as a function of the number of new tokens
+// B (SPS(B) in the method), at a given context length, plus plain autoregressive decode speed.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/transformer.h"
+
+namespace dspark::bench {
+
+struct ForwardPoint {
+  std::string shape;        // "one_seq": one sequence with B new tokens (a verify step);
+                            // "batch": B sequences with one new token each (a decode batch)
+  int64_t context = 0;      // cached positions before the forward
+  int64_t n_new = 0;        // B
+  double median_ms = 0;
+  double steps_per_s = 0;   // SPS(B)
+  std::vector<double> runs_ms;
+};
+
+struct ForwardBenchOptions {
+  std::vector<int64_t> contexts{256, 1024};
+  std::vector<int64_t> batch_sizes{1, 2, 4, 8, 16, 32, 64};
+  int64_t warmup = 2;
+  int64_t runs = 7;
+  double max_kv_gib = 6.0;  // "batch" points whose KV cache would exceed this are skipped
+  int64_t decode_tokens = 64;
+  uint64_t seed = 0;
+};
+
+struct ForwardBenchResult {
+  std::vector<ForwardPoint> points;
+  double decode_tokens_per_s = 0;   // greedy AR decode, one sequence, short prompt
+  double decode_step_ms = 0;        // median one-token step at the first context
+  double weight_gb_per_s = 0;       // weight bytes / decode_step_ms
+  int64_t weight_bytes = 0;
+  std::vector<std::string> skipped;  // points not run, with the reason
+};
+
+ForwardBenchResult run_forward_bench(model::Transformer& model, const ForwardBenchOptions& options,
+                                     const std::function<void(const std::string&)>& progress = {});
+
+}  // namespace dspark::bench

@@ -1,0 +1,59 @@
+// The target's KV cache: fixed per-sequence slots, allocated once, indexed by position.
+// Metadata (which slots are live, how many positions each holds) is kept apart from the storage
+// tensors. A forward writes the new keys/values past a slot's length; only `commit` advances it,
+// and `truncate` rolls back rejected drafts by moving the length back. Nothing is reallocated
+// per step.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include <torch/torch.h>
+
+namespace dspark::model {
+
+struct KvCacheShape {
+  int64_t n_layers = 0;
+  int64_t n_slots = 0;     // sequences that can be live at once
+  int64_t capacity = 0;    // positions per slot
+  int64_t n_kv_heads = 0;
+  int64_t head_dim = 0;
+};
+
+class KvCache {
+ public:
+  KvCache(const KvCacheShape& shape, const torch::Device& device);
+
+  // Slots. allocate returns nullopt when all slots are live (an expected condition, not an error).
+  std::optional<int64_t> allocate();
+  void free(int64_t slot);
+  bool is_live(int64_t slot) const;
+  int64_t n_free() const;
+
+  int64_t length(int64_t slot) const;      // committed positions
+  int64_t capacity() const { return shape_.capacity; }
+  const KvCacheShape& shape() const { return shape_; }
+
+  // Checks that `n_new` more positions fit in `slot`; throws dspark::Error otherwise. No side effects.
+  void check_room(int64_t slot, int64_t n_new) const;
+  // Makes positions [length, length + n_new) of `slot` part of the sequence (after a forward wrote them).
+  void commit(int64_t slot, int64_t n_new);
+  // Keeps positions [0, new_length): rollback after rejected drafts.
+  void truncate(int64_t slot, int64_t new_length);
+  // Makes `dst` a copy of `src`'s committed positions (shared prompt prefix for several samples).
+  void copy_slot(int64_t src, int64_t dst);
+
+  torch::Tensor& keys(int64_t layer) { return keys_[layer]; }      // [n_slots, n_kv_heads, capacity, head_dim]
+  torch::Tensor& values(int64_t layer) { return values_[layer]; }  // [n_slots, n_kv_heads, capacity, head_dim]
+
+ private:
+  void check_slot(int64_t slot) const;
+
+  KvCacheShape shape_;
+  std::vector<torch::Tensor> keys_;    // per layer, f32
+  std::vector<torch::Tensor> values_;  // per layer, f32
+  std::vector<int64_t> lengths_;       // per slot: committed positions
+  std::vector<bool> live_;             // per slot: allocated
+};
+
+}  // namespace dspark::model

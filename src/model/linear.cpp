@@ -1,0 +1,29 @@
+#include "model/linear.h"
+
+#include "model/kernels/linear_small.h"
+
+namespace dspark::model {
+
+bool uses_small_batch_kernel(const torch::Tensor& x, const torch::Tensor& weight) {
+  const bool needs_grad = torch::GradMode::is_enabled() && (x.requires_grad() || weight.requires_grad());
+  return x.is_cpu() && weight.is_cpu() && !needs_grad && x.size(0) <= kSmallBatchRows &&
+         (weight.scalar_type() == torch::kFloat32 || weight.scalar_type() == torch::kBFloat16);
+}
+
+torch::Tensor Linear::forward(const torch::Tensor& x) const {
+  if (uses_small_batch_kernel(x, weight)) {
+    torch::Tensor xc = x.contiguous();
+    torch::Tensor y = torch::empty({xc.size(0), n_out()}, xc.options());
+    const auto dtype = weight.scalar_type() == torch::kBFloat16 ? kernels::WeightDType::kBF16
+                                                                : kernels::WeightDType::kF32;
+    kernels::linear_small(xc.data_ptr<float>(), xc.size(0), n_in(), weight.data_ptr(), dtype, n_out(),
+                          y.data_ptr<float>());
+    if (bias.defined()) y.add_(bias);
+    return y;
+  }
+  // Upcasting a bf16 weight per call keeps prefill exact; its cost is small next to the GEMM.
+  torch::Tensor w = weight.scalar_type() == torch::kFloat32 ? weight : weight.to(torch::kFloat32);
+  return bias.defined() ? torch::linear(x, w, bias) : torch::linear(x, w);
+}
+
+}  // namespace dspark::model

@@ -1,0 +1,27 @@
+// A linear layer whose weight is shared by two execution paths:
+//  - few rows (decode, verification) on the CPU: our streaming matrix-vector kernel, which reads
+//    each weight once for all rows at memory speed (libtorch's small-M GEMM does not);
+//  - many rows (prefill), autograd (training) or another device: libtorch.
+// Both accumulate in f32 with f32 activations, so the two paths agree to rounding.
+#pragma once
+#include <torch/torch.h>
+
+namespace dspark::model {
+
+// Rows up to which the streaming kernel is used; above it a GEMM is compute-bound and libtorch wins.
+inline constexpr int64_t kSmallBatchRows = 64;
+
+struct Linear {
+  torch::Tensor weight;  // [n_out, n_in], f32 or bf16, contiguous
+  torch::Tensor bias;    // [n_out] f32, or undefined
+
+  // x: [n_rows, n_in] f32 -> [n_rows, n_out] f32
+  torch::Tensor forward(const torch::Tensor& x) const;
+  int64_t n_out() const { return weight.size(0); }
+  int64_t n_in() const { return weight.size(1); }
+};
+
+// Whether the streaming kernel will serve this call (CPU, no autograd, few rows).
+bool uses_small_batch_kernel(const torch::Tensor& x, const torch::Tensor& weight);
+
+}  // namespace dspark::model

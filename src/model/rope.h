@@ -1,0 +1,25 @@
+// Rotary position embedding, rotate-half convention (Hugging Face Llama/Qwen), with optional
+// llama3 frequency scaling.
+#pragma once
+#include <torch/torch.h>
+
+#include "model/config.h"
+
+namespace dspark::model {
+
+class Rope {
+ public:
+  explicit Rope(const ModelConfig& config);
+
+  // x: [n_tokens, n_heads, head_dim], positions: [n_tokens] int64 (same device). Returns rotated x.
+  torch::Tensor apply(const torch::Tensor& x, const torch::Tensor& positions) const;
+  // cos/sin tables for the given positions: [n_tokens, 1, head_dim] each, so several tensors (q and
+  // k) can share one evaluation.
+  std::pair<torch::Tensor, torch::Tensor> cos_sin(const torch::Tensor& positions) const;
+  static torch::Tensor apply(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin);
+
+ private:
+  torch::Tensor inv_freq_;  // [head_dim / 2] f64
+};
+
+}  // namespace dspark::model

@@ -1,0 +1,280 @@
+#include "model/transformer.h"
+
+#include <algorithm>
+#include <string>
+
+#include "common/error.h"
+#include "model/kernels/attention_small.h"
+#include "model/blas_check.h"
+#include "model/safetensors.h"
+
+namespace dspark::model {
+
+namespace {
+
+torch::ScalarType to_scalar_type(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return torch::kFloat32;
+    case DType::kF16: return torch::kFloat16;
+    case DType::kBF16: return torch::kBFloat16;
+  }
+  DSPARK_ASSERT(false);
+}
+
+// Copies a checkpoint tensor out of the mmap into an owned tensor of the requested dtype.
+torch::Tensor read_tensor(const SafetensorsArchive& archive, const std::string& name,
+                          const std::vector<int64_t>& shape, torch::ScalarType dtype) {
+  const TensorView& view = archive.get(name, shape);
+  torch::Tensor blob = torch::from_blob(const_cast<void*>(view.data), view.shape,
+                                        torch::TensorOptions().dtype(to_scalar_type(view.dtype)));
+  return blob.to(dtype, /*non_blocking=*/false, /*copy=*/true).contiguous();
+}
+
+std::string layer_prefix(int64_t layer) { return "model.layers." + std::to_string(layer) + "."; }
+
+}  // namespace
+
+torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
+  torch::Tensor inv_rms = torch::rsqrt(x.pow(2).mean(-1, /*keepdim=*/true) + eps);
+  return x * inv_rms * weight;
+}
+
+Transformer::Transformer(ModelConfig config, const LoadOptions& options)
+    : config_(std::move(config)), device_(options.device), weight_dtype_(options.weight_dtype), rope_(config_) {}
+
+Transformer Transformer::load(const std::string& dir, const LoadOptions& options) {
+  warn_if_reference_blas();
+  Transformer model(ModelConfig::load(dir), options);
+  model.load_weights(dir);
+  return model;
+}
+
+void Transformer::load_weights(const std::string& dir) {
+  const SafetensorsArchive archive = SafetensorsArchive::open(dir);
+  const ModelConfig& c = config_;
+  const auto matrix_dtype = weight_dtype_ == WeightDType::kBF16 ? torch::kBFloat16 : torch::kFloat32;
+  auto matrix = [&](const std::string& name, std::vector<int64_t> shape) {
+    return read_tensor(archive, name, shape, matrix_dtype);
+  };
+  auto vector = [&](const std::string& name, int64_t size) {
+    return read_tensor(archive, name, {size}, torch::kFloat32);
+  };
+  auto bias = [&](const std::string& name, int64_t size) {
+    return c.attention_bias ? vector(name, size) : torch::Tensor();
+  };
+  const int64_t q_dim = c.n_heads * c.head_dim, kv_dim = c.n_kv_heads * c.head_dim;
+
+  embed_ = matrix("model.embed_tokens.weight", {c.vocab_size, c.hidden_size});
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    const std::string p = layer_prefix(l);
+    DecoderLayer layer;
+    layer.input_norm = vector(p + "input_layernorm.weight", c.hidden_size);
+    layer.qkv.weight = torch::cat({matrix(p + "self_attn.q_proj.weight", {q_dim, c.hidden_size}),
+                                   matrix(p + "self_attn.k_proj.weight", {kv_dim, c.hidden_size}),
+                                   matrix(p + "self_attn.v_proj.weight", {kv_dim, c.hidden_size})});
+    if (c.attention_bias)
+      layer.qkv.bias = torch::cat({bias(p + "self_attn.q_proj.bias", q_dim), bias(p + "self_attn.k_proj.bias", kv_dim),
+                                   bias(p + "self_attn.v_proj.bias", kv_dim)});
+    if (c.qk_norm) {
+      layer.q_norm = vector(p + "self_attn.q_norm.weight", c.head_dim);
+      layer.k_norm = vector(p + "self_attn.k_norm.weight", c.head_dim);
+    }
+    layer.o_proj.weight = matrix(p + "self_attn.o_proj.weight", {c.hidden_size, q_dim});
+    layer.o_proj.bias = bias(p + "self_attn.o_proj.bias", c.hidden_size);
+    layer.post_norm = vector(p + "post_attention_layernorm.weight", c.hidden_size);
+    layer.gate_up.weight = torch::cat({matrix(p + "mlp.gate_proj.weight", {c.intermediate_size, c.hidden_size}),
+                                       matrix(p + "mlp.up_proj.weight", {c.intermediate_size, c.hidden_size})});
+    layer.down.weight = matrix(p + "mlp.down_proj.weight", {c.hidden_size, c.intermediate_size});
+    layers_.push_back(std::move(layer));
+  }
+  final_norm_ = vector("model.norm.weight", c.hidden_size);
+  lm_head_.weight = c.tie_word_embeddings ? embed_ : matrix("lm_head.weight", {c.vocab_size, c.hidden_size});
+
+  if (!device_.is_cpu()) {
+    auto move = [&](torch::Tensor& t) { if (t.defined()) t = t.to(device_); };
+    move(embed_); move(final_norm_); move(lm_head_.weight);
+    for (DecoderLayer& layer : layers_)
+      for (torch::Tensor* t : {&layer.input_norm, &layer.qkv.weight, &layer.qkv.bias, &layer.q_norm, &layer.k_norm,
+                               &layer.o_proj.weight, &layer.o_proj.bias, &layer.post_norm, &layer.gate_up.weight,
+                               &layer.down.weight})
+        move(*t);
+    if (c.tie_word_embeddings) lm_head_.weight = embed_;
+  }
+}
+
+int64_t Transformer::weight_bytes() const {
+  auto bytes = [](const torch::Tensor& t) { return t.defined() ? t.numel() * t.element_size() : int64_t{0}; };
+  int64_t total = bytes(embed_) + bytes(final_norm_) + (config_.tie_word_embeddings ? 0 : bytes(lm_head_.weight));
+  for (const DecoderLayer& l : layers_)
+    total += bytes(l.input_norm) + bytes(l.qkv.weight) + bytes(l.q_norm) + bytes(l.k_norm) + bytes(l.o_proj.weight) +
+             bytes(l.post_norm) + bytes(l.gate_up.weight) + bytes(l.down.weight);
+  return total;
+}
+
+KvCache Transformer::make_cache(int64_t n_slots, int64_t capacity) const {
+  KvCacheShape shape{config_.n_layers, n_slots, capacity, config_.n_kv_heads, config_.head_dim};
+  return KvCache(shape, device_);
+}
+
+// q: [n_tokens, n_heads, head_dim], rotated; the new keys/values are already in the cache.
+// Returns [n_tokens, n_heads * head_dim].
+torch::Tensor Transformer::attention(const torch::Tensor& q, KvCache& cache, int64_t layer, const ForwardBatch& batch,
+                                     const std::vector<int64_t>& n_past) const {
+  const ModelConfig& c = config_;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  torch::Tensor out = torch::empty_like(q);
+  const torch::Tensor& keys = cache.keys(layer);
+  const torch::Tensor& values = cache.values(layer);
+  const bool fast = q.is_cpu() && !(torch::GradMode::is_enabled() && q.requires_grad());
+
+  std::vector<kernels::AttentionSeq> small;  // sequences served by the streaming kernel
+  int64_t token_begin = 0;
+  for (size_t s = 0; s < batch.seqs.size(); ++s) {
+    const SeqChunk& seq = batch.seqs[s];
+    const int64_t n_total = n_past[s] + seq.n_new;
+    if (fast && seq.n_new <= kSmallBatchRows) {
+      const int64_t slot_stride = c.n_kv_heads * cache.capacity() * c.head_dim;
+      small.push_back({keys.data_ptr<float>() + seq.slot * slot_stride, values.data_ptr<float>() + seq.slot * slot_stride,
+                       n_past[s], token_begin, seq.n_new});
+    } else {
+      // Long chunk (prefill) or another device: batched matmuls with a causal mask.
+      const int64_t group = c.n_heads / c.n_kv_heads;
+      torch::Tensor qs = q.narrow(0, token_begin, seq.n_new)
+                             .view({seq.n_new, c.n_kv_heads, group, c.head_dim})
+                             .permute({1, 2, 0, 3});                                   // [kv, g, new, d]
+      torch::Tensor k = keys[seq.slot].narrow(1, 0, n_total).unsqueeze(1);             // [kv, 1, total, d]
+      torch::Tensor v = values[seq.slot].narrow(1, 0, n_total).unsqueeze(1);
+      torch::Tensor scores = torch::matmul(qs, k.transpose(-1, -2)) * scale;          // [kv, g, new, total]
+      torch::Tensor key_pos = torch::arange(n_total, q.options().dtype(torch::kLong));
+      torch::Tensor query_pos = torch::arange(n_past[s], n_total, q.options().dtype(torch::kLong));
+      torch::Tensor future = key_pos.unsqueeze(0) > query_pos.unsqueeze(1);             // [new, total]
+      scores = scores.masked_fill(future, -INFINITY);
+      torch::Tensor o = torch::matmul(torch::softmax(scores, -1), v);                  // [kv, g, new, d]
+      out.narrow(0, token_begin, seq.n_new).copy_(o.permute({2, 0, 1, 3}).reshape({seq.n_new, c.n_heads, c.head_dim}));
+    }
+    token_begin += seq.n_new;
+  }
+  if (!small.empty()) {
+    torch::Tensor qc = q.contiguous();
+    kernels::attention_small(qc.data_ptr<float>(), small.data(), static_cast<int64_t>(small.size()), c.n_heads,
+                             c.n_kv_heads, c.head_dim, cache.capacity(), scale, out.data_ptr<float>());
+  }
+  return out.view({q.size(0), c.n_heads * c.head_dim});
+}
+
+torch::Tensor Transformer::layer_forward(int64_t l, const torch::Tensor& x, const torch::Tensor& cos,
+                                         const torch::Tensor& sin, KvCache& cache, const ForwardBatch& batch,
+                                         const std::vector<int64_t>& n_past, const torch::Tensor& write_slots,
+                                         const torch::Tensor& write_positions) const {
+  const ModelConfig& c = config_;
+  const DecoderLayer& layer = layers_[l];
+  const int64_t n = x.size(0);
+  const int64_t q_dim = c.n_heads * c.head_dim, kv_dim = c.n_kv_heads * c.head_dim;
+
+  torch::Tensor qkv = layer.qkv.forward(rms_norm(x, layer.input_norm, c.rms_norm_eps));
+  torch::Tensor q = qkv.narrow(1, 0, q_dim).view({n, c.n_heads, c.head_dim});
+  torch::Tensor k = qkv.narrow(1, q_dim, kv_dim).view({n, c.n_kv_heads, c.head_dim});
+  torch::Tensor v = qkv.narrow(1, q_dim + kv_dim, kv_dim).view({n, c.n_kv_heads, c.head_dim});
+  if (c.qk_norm) {
+    q = rms_norm(q, layer.q_norm, c.rms_norm_eps);
+    k = rms_norm(k, layer.k_norm, c.rms_norm_eps);
+  }
+  q = Rope::apply(q, cos, sin);
+  k = Rope::apply(k, cos, sin);
+  // Advanced indices around a full slice put the token dimension first: the indexed view is
+  // [n_tokens, n_kv_heads, head_dim], matching k and v.
+  using torch::indexing::Slice;
+  cache.keys(l).index_put_({write_slots, Slice(), write_positions}, k);
+  cache.values(l).index_put_({write_slots, Slice(), write_positions}, v);
+
+  torch::Tensor h = x + layer.o_proj.forward(attention(q, cache, l, batch, n_past));
+  torch::Tensor gate_up = layer.gate_up.forward(rms_norm(h, layer.post_norm, c.rms_norm_eps));
+  torch::Tensor act = torch::silu(gate_up.narrow(1, 0, c.intermediate_size)) *
+                      gate_up.narrow(1, c.intermediate_size, c.intermediate_size);
+  return h + layer.down.forward(act);
+}
+
+ForwardOutput Transformer::forward(KvCache& cache, const ForwardBatch& batch) {
+  const ModelConfig& c = config_;
+  const int64_t n_tokens = static_cast<int64_t>(batch.token_ids.size());
+  int64_t n_declared = 0;
+  for (const SeqChunk& seq : batch.seqs) {
+    if (seq.n_new < 1) throw Error("forward: every sequence needs at least one new token");
+    cache.check_room(seq.slot, seq.n_new);
+    n_declared += seq.n_new;
+  }
+  if (n_declared != n_tokens || n_tokens == 0)
+    throw Error("forward: the sequences declare " + std::to_string(n_declared) + " new tokens but " +
+                std::to_string(n_tokens) + " were given");
+  for (int64_t id : batch.token_ids)
+    if (id < 0 || id >= c.vocab_size)
+      throw Error("token id " + std::to_string(id) + " is out of range [0, " + std::to_string(c.vocab_size) + ")");
+  for (int64_t row : batch.logit_rows)
+    if (row < 0 || row >= n_tokens) throw Error("forward: logit row " + std::to_string(row) + " out of range");
+  for (int64_t layer : batch.capture_layers)
+    if (layer < 0 || layer >= c.n_layers)
+      throw Error("forward: capture layer " + std::to_string(layer) + " out of range [0, " +
+                  std::to_string(c.n_layers) + ")");
+
+  // Per-token slot and position: the sequence index ("marker") made concrete.
+  std::vector<int64_t> n_past, slots, positions;
+  for (const SeqChunk& seq : batch.seqs) {
+    n_past.push_back(cache.length(seq.slot));
+    for (int64_t i = 0; i < seq.n_new; ++i) {
+      slots.push_back(seq.slot);
+      positions.push_back(n_past.back() + i);
+    }
+  }
+  auto long_options = torch::TensorOptions().dtype(torch::kLong);
+  torch::Tensor write_slots = torch::tensor(slots, long_options).to(device_);
+  torch::Tensor write_positions = torch::tensor(positions, long_options).to(device_);
+  torch::Tensor ids = torch::tensor(batch.token_ids, long_options).to(device_);
+  auto [cos, sin] = rope_.cos_sin(write_positions);
+
+  ForwardOutput out;
+  out.layer_hidden.resize(batch.capture_layers.size());  // in the order asked (DeepSpec concatenates so)
+  torch::Tensor x = embed_.index_select(0, ids).to(torch::kFloat32);
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    x = layer_forward(l, x, cos, sin, cache, batch, n_past, write_slots, write_positions);
+    for (size_t i = 0; i < batch.capture_layers.size(); ++i)
+      if (batch.capture_layers[i] == l) out.layer_hidden[i] = x;
+  }
+
+  torch::Tensor final_hidden;
+  if (batch.capture_final_hidden) {
+    final_hidden = rms_norm(x, final_norm_, c.rms_norm_eps);
+    out.final_hidden = final_hidden;
+  }
+  if (!batch.logit_rows.empty()) {
+    torch::Tensor rows = torch::tensor(batch.logit_rows, long_options).to(device_);
+    torch::Tensor selected = final_hidden.defined() ? final_hidden.index_select(0, rows)
+                                                    : rms_norm(x.index_select(0, rows), final_norm_, c.rms_norm_eps);
+    out.logits = lm_head_.forward(selected);
+  }
+  for (const SeqChunk& seq : batch.seqs) cache.commit(seq.slot, seq.n_new);
+  return out;
+}
+
+ForwardOutput Transformer::prefill(KvCache& cache, int64_t slot, const std::vector<int64_t>& token_ids,
+                                   const std::vector<int64_t>& capture_layers) {
+  ForwardBatch batch;
+  batch.token_ids = token_ids;
+  batch.seqs = {{slot, static_cast<int64_t>(token_ids.size())}};
+  batch.logit_rows = {static_cast<int64_t>(token_ids.size()) - 1};
+  batch.capture_layers = capture_layers;
+  return forward(cache, batch);
+}
+
+torch::Tensor Transformer::decode(KvCache& cache, const std::vector<int64_t>& slots,
+                                  const std::vector<int64_t>& token_ids) {
+  DSPARK_ASSERT(slots.size() == token_ids.size());
+  ForwardBatch batch;
+  batch.token_ids = token_ids;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    batch.seqs.push_back({slots[i], 1});
+    batch.logit_rows.push_back(static_cast<int64_t>(i));
+  }
+  return forward(cache, batch).logits;
+}
+
+}  // namespace dspark::model

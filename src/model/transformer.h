@@ -1,0 +1,107 @@
+// The target model: a Hugging Face Qwen3 / Llama decoder-only transformer over a ragged,
+// flattened batch.
+//
+// One forward runs several sequences at once, each in its own KV-cache slot with its own number of
+// new tokens (1 for decode, k+1 for verification, many for prefill). All new tokens are flattened
+// to [n_tokens, hidden] for every matmul; a per-token sequence index and position drive attention,
+// which is causal within each sequence over its cached positions plus its new tokens. No padding.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "model/config.h"
+#include "model/kv_cache.h"
+#include "model/linear.h"
+#include "model/rope.h"
+
+namespace dspark::model {
+
+// One sequence's share of a ragged batch. Its new tokens are contiguous in ForwardBatch::token_ids,
+// in the order of ForwardBatch::seqs.
+struct SeqChunk {
+  int64_t slot = 0;   // KV-cache slot; the tokens continue the slot's committed positions
+  int64_t n_new = 0;  // new tokens of this sequence in this forward (>= 1)
+};
+
+struct ForwardBatch {
+  std::vector<int64_t> token_ids;       // [n_tokens] all sequences' new tokens, flattened
+  std::vector<SeqChunk> seqs;           // [n_seqs]
+  std::vector<int64_t> logit_rows;      // rows of token_ids whose logits are wanted (may be empty)
+  std::vector<int64_t> capture_layers;  // 0-based decoder layers whose outputs are returned
+  bool capture_final_hidden = false;    // also return the final-normed hidden state
+};
+
+struct ForwardOutput {
+  torch::Tensor logits;                     // [logit_rows.size(), vocab] f32
+  std::vector<torch::Tensor> layer_hidden;  // per capture layer: [n_tokens, hidden] f32, residual
+                                            // stream after that layer, before the final norm
+  torch::Tensor final_hidden;               // [n_tokens, hidden] f32 (if asked)
+};
+
+enum class WeightDType { kF32, kBF16 };
+
+struct LoadOptions {
+  WeightDType weight_dtype = WeightDType::kBF16;
+  torch::Device device = torch::kCPU;
+};
+
+struct DecoderLayer {
+  torch::Tensor input_norm;      // [hidden]
+  Linear qkv;                    // [(n_heads + 2 n_kv_heads) head_dim, hidden]: q, k, v fused
+  torch::Tensor q_norm, k_norm;  // [head_dim] (Qwen3 only)
+  Linear o_proj;                 // [hidden, n_heads head_dim]
+  torch::Tensor post_norm;       // [hidden]
+  Linear gate_up;                // [2 intermediate, hidden]: gate then up, fused
+  Linear down;                   // [hidden, intermediate]
+};
+
+class Transformer {
+ public:
+  // dir holds config.json and *.safetensors (single or sharded). Throws dspark::Error naming the
+  // file and the problem on bad input.
+  static Transformer load(const std::string& dir, const LoadOptions& options = {});
+
+  // Entry points. Each appends the new tokens' keys/values to the cache and commits them.
+  // prefill: one sequence, many tokens; logits of the last token.
+  ForwardOutput prefill(KvCache& cache, int64_t slot, const std::vector<int64_t>& token_ids,
+                        const std::vector<int64_t>& capture_layers = {});
+  // decode: one new token per sequence; logits [n_seqs, vocab].
+  torch::Tensor decode(KvCache& cache, const std::vector<int64_t>& slots, const std::vector<int64_t>& token_ids);
+  // verify / general ragged step: logits of the rows asked for.
+  ForwardOutput forward(KvCache& cache, const ForwardBatch& batch);
+
+  KvCache make_cache(int64_t n_slots, int64_t capacity) const;
+
+  const ModelConfig& config() const { return config_; }
+  const torch::Device& device() const { return device_; }
+  int64_t weight_bytes() const;  // bytes of all weights (what one decode step streams)
+  WeightDType weight_dtype() const { return weight_dtype_; }
+
+ private:
+  Transformer(ModelConfig config, const LoadOptions& options);
+  void load_weights(const std::string& dir);
+
+  torch::Tensor attention(const torch::Tensor& q, KvCache& cache, int64_t layer, const ForwardBatch& batch,
+                          const std::vector<int64_t>& n_past) const;
+  torch::Tensor layer_forward(int64_t layer, const torch::Tensor& x, const torch::Tensor& cos,
+                              const torch::Tensor& sin, KvCache& cache, const ForwardBatch& batch,
+                              const std::vector<int64_t>& n_past, const torch::Tensor& write_slots,
+                              const torch::Tensor& write_positions) const;
+
+  ModelConfig config_;
+  torch::Device device_;
+  WeightDType weight_dtype_;
+  Rope rope_;
+  torch::Tensor embed_;  // [vocab, hidden]
+  std::vector<DecoderLayer> layers_;
+  torch::Tensor final_norm_;  // [hidden]
+  Linear lm_head_;            // [vocab, hidden]; shares embed_ when tied
+};
+
+// RMSNorm over the last dimension in f32: x / sqrt(mean(x^2) + eps) * weight.
+torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps);
+
+}  // namespace dspark::model

@@ -1,0 +1,34 @@
+// Per-request random streams. Randomness is always passed in: every request owns an Rng seeded
+// from its own seed, so its samples do not depend on what else runs in the batch.
+#pragma once
+#include <cstdint>
+
+namespace dspark::sampling {
+
+// Counter-based generator (SplitMix64 over seed + counter): cheap, reproducible, and its state is
+// two integers, so a request's stream can be saved and restored exactly.
+class Rng {
+ public:
+  explicit Rng(uint64_t seed = 0) : seed_(seed) {}
+
+  uint64_t next_u64() {
+    uint64_t z = seed_ * 0x9E3779B97F4A7C15ull + (++counter_) * 0xD1B54A32D192ED03ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+
+  // Uniform in the open interval (0, 1): never exactly 0 or 1, so `u < p` with p = 0 always rejects
+  // and p = 1 always accepts.
+  double uniform() { return (static_cast<double>(next_u64() >> 11) + 0.5) * 0x1.0p-53; }
+
+  uint64_t seed() const { return seed_; }
+  uint64_t counter() const { return counter_; }
+  void set_counter(uint64_t counter) { counter_ = counter; }
+
+ private:
+  uint64_t seed_;         // the request's seed
+  uint64_t counter_ = 0;  // draws so far
+};
+
+}  // namespace dspark::sampling

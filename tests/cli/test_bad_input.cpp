@@ -1,0 +1,120 @@
+// Bad input to the CLI: each case exits non-zero (never a crash) with one line on stderr naming
+// the file and the problem.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "test_util.h"
+
+namespace dspark {
+namespace {
+
+using test::fixture;
+using test::run_dspark;
+
+// A copy of the tied fixture that a test may damage.
+struct DamagedModel {
+  test::TempDir dir;
+  std::filesystem::path model = dir / "model";
+  DamagedModel() {
+    std::filesystem::create_directories(model);
+    for (const auto& entry : std::filesystem::directory_iterator(fixture("tiny-qwen3-tied")))
+      if (entry.is_regular_file())
+        std::filesystem::copy_file(entry.path(), model / entry.path().filename());
+    std::filesystem::permissions(model / "config.json", std::filesystem::perms::owner_write,
+                                 std::filesystem::perm_options::add);
+    std::filesystem::permissions(model / "model.safetensors", std::filesystem::perms::owner_write,
+                                 std::filesystem::perm_options::add);
+  }
+  nlohmann::json config() const { return nlohmann::json::parse(test::read_text(model / "config.json")); }
+  void set_config(const nlohmann::json& j) const { test::write_text(model / "config.json", j.dump()); }
+  test::CommandResult logits(const std::string& ids = "1,2,3") const {
+    return run_dspark("logits --model " + model.string() + " --ids " + ids + " --out " + (dir / "out.f32").string());
+  }
+};
+
+void expect_one_line_error(const test::CommandResult& r, const std::vector<std::string>& fragments) {
+  EXPECT_EQ(r.exit_code, 1) << "stderr: " << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "stderr: " << r.err;
+  for (const std::string& f : fragments) EXPECT_NE(r.err.find(f), std::string::npos) << "'" << f << "' not in: " << r.err;
+}
+
+TEST(BadInput, GoodModelWorks) {  // the control: the undamaged copy succeeds
+  DamagedModel m;
+  const auto r = m.logits();
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(std::filesystem::file_size(m.dir / "out.f32"), 3u * 512 * 4);
+}
+
+TEST(BadInput, MissingModelDirectory) {
+  test::TempDir dir;
+  expect_one_line_error(run_dspark("logits --model " + (dir / "nope").string() + " --ids 1 --out " +
+                                   (dir / "o").string()),
+                        {(dir / "nope").string()});
+}
+
+TEST(BadInput, MissingSafetensors) {
+  DamagedModel m;
+  std::filesystem::remove(m.model / "model.safetensors");
+  expect_one_line_error(m.logits(), {m.model.string(), "safetensors"});
+}
+
+TEST(BadInput, TruncatedSafetensors) {
+  DamagedModel m;
+  std::filesystem::resize_file(m.model / "model.safetensors", std::filesystem::file_size(m.model / "model.safetensors") / 2);
+  expect_one_line_error(m.logits(), {"model.safetensors"});
+}
+
+TEST(BadInput, HeaderLiesAboutSizes) {
+  DamagedModel m;
+  // A well-formed file whose header claims 64 bytes for a [4, 4] F32 tensor but holds only 32.
+  std::string header = R"({"model.embed_tokens.weight":{"dtype":"F32","shape":[4,4],"data_offsets":[0,64]}})";
+  while (header.size() % 8) header += ' ';
+  std::string file(8, '\0');
+  const uint64_t n = header.size();
+  std::memcpy(file.data(), &n, 8);
+  file += header + std::string(32, '\0');
+  test::write_text(m.model / "model.safetensors", file);
+  expect_one_line_error(m.logits(), {"model.safetensors", "model.embed_tokens.weight"});
+}
+
+TEST(BadInput, WrongTensorShape) {
+  DamagedModel m;
+  auto config = m.config();
+  config["intermediate_size"] = 96;  // weights are [128, 64]
+  m.set_config(config);
+  expect_one_line_error(m.logits(), {"model.safetensors", "mlp.gate_proj.weight", "shape"});
+}
+
+TEST(BadInput, MissingConfigKey) {
+  DamagedModel m;
+  auto config = m.config();
+  config.erase("hidden_size");
+  m.set_config(config);
+  expect_one_line_error(m.logits(), {"config.json", "hidden_size"});
+}
+
+TEST(BadInput, InvalidJson) {
+  DamagedModel m;
+  test::write_text(m.model / "config.json", "{\"vocab_size\": 512,");
+  expect_one_line_error(m.logits(), {"config.json"});
+}
+
+TEST(BadInput, TokenIdOutOfRange) {
+  DamagedModel m;
+  expect_one_line_error(m.logits("1,512"), {"512", "out of range"});
+}
+
+TEST(BadInput, NonNumericTokenId) {
+  DamagedModel m;
+  expect_one_line_error(m.logits("1,x"), {"--ids", "'x'"});
+}
+
+TEST(BadInput, BadSamplingParameter) {
+  DamagedModel m;
+  expect_one_line_error(run_dspark("generate --model " + m.model.string() + " --prompt-ids 1,2 --top-p 0"),
+                        {"top_p"});
+}
+
+}  // namespace
+}  // namespace dspark

@@ -1,0 +1,238 @@
+// The target forward against ground truth (llama.cpp logits of the tiny fixtures) and against
+// itself: ragged batches equal single runs, rollback equals a fresh run, shards equal one file.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/autoregressive.h"
+#include "model/model_init.h"
+#include "model/safetensors.h"
+#include "model/transformer.h"
+#include "test_util.h"
+
+namespace dspark::model {
+namespace {
+
+using test::fixture;
+
+torch::Tensor all_logits(Transformer& model, const std::vector<int64_t>& ids) {
+  KvCache cache = model.make_cache(1, static_cast<int64_t>(ids.size()));
+  ForwardBatch batch;
+  batch.token_ids = ids;
+  batch.seqs = {{*cache.allocate(), static_cast<int64_t>(ids.size())}};
+  for (size_t i = 0; i < ids.size(); ++i) batch.logit_rows.push_back(static_cast<int64_t>(i));
+  return model.forward(cache, batch).logits;
+}
+
+std::vector<int64_t> greedy(Transformer& model, const std::vector<int64_t>& prompt, int64_t n) {
+  engine::GenerationRequest request;
+  request.prompt_ids = prompt;
+  request.sampling.temperature = 0;
+  request.max_tokens = n;
+  return engine::generate_autoregressive(model, request, 1).front().ids;
+}
+
+struct FixtureCase {
+  std::string fixture_name;
+  WeightDType dtype;
+};
+
+class FixtureLogits : public ::testing::TestWithParam<FixtureCase> {};
+
+// Every case of expected.json: all positions' logits within 1e-4 max abs of llama.cpp's, and the
+// 16 greedy tokens equal.
+TEST_P(FixtureLogits, MatchLlamaCppReference) {
+  torch::NoGradGuard no_grad;
+  const auto dir = fixture(GetParam().fixture_name);
+  Transformer model = Transformer::load(dir.string(), {GetParam().dtype});
+  const auto expected = nlohmann::json::parse(test::read_text(dir / "expected" / "expected.json"));
+  ASSERT_EQ(expected["cases"].size(), 4u);
+  for (const auto& c : expected["cases"]) {
+    const std::vector<int64_t> ids = c["ids"];
+    const std::vector<float> ref = test::read_f32(dir / "expected" / c["logits_file"].get<std::string>());
+    torch::Tensor logits = all_logits(model, ids).contiguous();
+    ASSERT_EQ(logits.numel(), static_cast<int64_t>(ref.size())) << c["name"];
+    torch::Tensor ref_t = torch::from_blob(const_cast<float*>(ref.data()), logits.sizes(), torch::kFloat32);
+    const double max_diff = (logits - ref_t).abs().max().item<double>();
+    EXPECT_LE(max_diff, 1e-4) << c["name"];
+    EXPECT_EQ(greedy(model, ids, 16), c["greedy_next_16"].get<std::vector<int64_t>>()) << c["name"];
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, FixtureLogits,
+                         ::testing::Values(FixtureCase{"tiny-qwen3-tied", WeightDType::kF32},
+                                           FixtureCase{"tiny-qwen3-tied", WeightDType::kBF16},
+                                           FixtureCase{"tiny-qwen3-untied", WeightDType::kF32}),
+                         [](const auto& info) {
+                           std::string name = info.param.fixture_name + "_" +
+                                              (info.param.dtype == WeightDType::kF32 ? "f32" : "bf16");
+                           for (char& ch : name) if (ch == '-') ch = '_';
+                           return name;
+                         });
+
+std::vector<int64_t> iota_ids(int64_t n, int64_t start, int64_t vocab) {
+  std::vector<int64_t> ids;
+  for (int64_t i = 0; i < n; ++i) ids.push_back((start + 37 * i) % vocab);
+  return ids;
+}
+
+// Three sequences with different prompt lengths and different numbers of new tokens in one
+// forward give the logits each gives alone (<= 1e-5).
+TEST(RaggedBatch, EqualsEachSequenceAlone) {
+  torch::NoGradGuard no_grad;
+  Transformer model = Transformer::load(fixture("tiny-qwen3-untied").string(), {WeightDType::kF32});
+  const int64_t vocab = model.config().vocab_size;
+  const std::vector<int64_t> prompt_lengths{5, 17, 9, 70};
+  const std::vector<int64_t> n_new{1, 4, 8, 3};
+
+  KvCache batched = model.make_cache(4, 128);
+  ForwardBatch batch;
+  for (size_t s = 0; s < prompt_lengths.size(); ++s) {
+    const int64_t slot = *batched.allocate();
+    model.prefill(batched, slot, iota_ids(prompt_lengths[s], 3 + s, vocab));
+    batch.seqs.push_back({slot, n_new[s]});
+    for (int64_t id : iota_ids(n_new[s], 11 * s + 1, vocab)) {
+      batch.logit_rows.push_back(static_cast<int64_t>(batch.token_ids.size()));
+      batch.token_ids.push_back(id);
+    }
+  }
+  const torch::Tensor together = model.forward(batched, batch).logits;
+
+  int64_t row = 0;
+  for (size_t s = 0; s < prompt_lengths.size(); ++s) {
+    KvCache alone = model.make_cache(1, 128);
+    const int64_t slot = *alone.allocate();
+    model.prefill(alone, slot, iota_ids(prompt_lengths[s], 3 + s, vocab));
+    ForwardBatch single;
+    single.token_ids = iota_ids(n_new[s], 11 * s + 1, vocab);
+    single.seqs = {{slot, n_new[s]}};
+    for (int64_t i = 0; i < n_new[s]; ++i) single.logit_rows.push_back(i);
+    const torch::Tensor logits = model.forward(alone, single).logits;
+    EXPECT_LE((logits - together.narrow(0, row, n_new[s])).abs().max().item<double>(), 1e-5) << "sequence " << s;
+    EXPECT_EQ(batched.length(batch.seqs[s].slot), prompt_lengths[s] + n_new[s]);
+    row += n_new[s];
+  }
+}
+
+// A ragged prefill of three prompts in one forward equals prefilling each alone.
+TEST(RaggedBatch, PrefillOfSeveralPromptsEqualsSingles) {
+  torch::NoGradGuard no_grad;
+  Transformer model = Transformer::load(fixture("tiny-qwen3-tied").string(), {WeightDType::kF32});
+  const std::vector<int64_t> lengths{3, 80, 12};
+  KvCache cache = model.make_cache(3, 100);
+  ForwardBatch batch;
+  std::vector<std::vector<int64_t>> prompts;
+  for (size_t s = 0; s < lengths.size(); ++s) {
+    prompts.push_back(iota_ids(lengths[s], 7 * s, model.config().vocab_size));
+    batch.seqs.push_back({*cache.allocate(), lengths[s]});
+    batch.token_ids.insert(batch.token_ids.end(), prompts.back().begin(), prompts.back().end());
+    batch.logit_rows.push_back(static_cast<int64_t>(batch.token_ids.size()) - 1);
+  }
+  const torch::Tensor together = model.forward(cache, batch).logits;
+  for (size_t s = 0; s < lengths.size(); ++s) {
+    const torch::Tensor alone = all_logits(model, prompts[s]);
+    EXPECT_LE((alone[lengths[s] - 1] - together[s]).abs().max().item<double>(), 1e-5) << "sequence " << s;
+  }
+}
+
+// Draft 6 tokens, reject the last 4 (truncate), continue: equals a fresh run over the committed
+// tokens (<= 1e-5). Replaying the same step after a rollback is bit-identical.
+TEST(KvCache, TruncateThenContinueEqualsFreshRun) {
+  torch::NoGradGuard no_grad;
+  Transformer model = Transformer::load(fixture("tiny-qwen3-untied").string(), {WeightDType::kF32});
+  const int64_t vocab = model.config().vocab_size;
+  const std::vector<int64_t> prompt = iota_ids(10, 5, vocab);
+  const std::vector<int64_t> drafts = iota_ids(6, 100, vocab);
+  const std::vector<int64_t> next = iota_ids(3, 200, vocab);
+
+  KvCache cache = model.make_cache(1, 64);
+  const int64_t slot = *cache.allocate();
+  model.prefill(cache, slot, prompt);
+  ForwardBatch verify;
+  verify.token_ids = drafts;
+  verify.seqs = {{slot, 6}};
+  verify.logit_rows = {0, 1, 2, 3, 4, 5};
+  const torch::Tensor first = model.forward(cache, verify).logits;
+  cache.truncate(slot, 10);
+  const torch::Tensor replay = model.forward(cache, verify).logits;
+  EXPECT_TRUE(torch::equal(first, replay)) << "replay after rollback is not bit-identical";
+
+  cache.truncate(slot, 12);  // keep two drafts
+  ForwardBatch cont;
+  cont.token_ids = next;
+  cont.seqs = {{slot, 3}};
+  cont.logit_rows = {0, 1, 2};
+  const torch::Tensor continued = model.forward(cache, cont).logits;
+
+  std::vector<int64_t> committed = prompt;
+  committed.insert(committed.end(), drafts.begin(), drafts.begin() + 2);
+  committed.insert(committed.end(), next.begin(), next.end());
+  const torch::Tensor fresh = all_logits(model, committed).narrow(0, 12, 3);
+  EXPECT_LE((fresh - continued).abs().max().item<double>(), 1e-5);
+  EXPECT_EQ(cache.length(slot), 15);
+}
+
+// Layer captures are the residual stream after that layer, in the order asked; the final hidden
+// state is the last layer through the final norm, and the LM head on it gives the logits.
+TEST(Forward, CapturesLayerOutputsAndFinalHidden) {
+  torch::NoGradGuard no_grad;
+  const auto dir = fixture("tiny-qwen3-untied");
+  Transformer model = Transformer::load(dir.string(), {WeightDType::kF32});
+  const ModelConfig& c = model.config();
+  const int64_t last = c.n_layers - 1;
+  const std::vector<int64_t> ids = iota_ids(6, 1, c.vocab_size);
+  auto run = [&](std::vector<int64_t> layers) {
+    KvCache cache = model.make_cache(1, 16);
+    ForwardBatch batch;
+    batch.token_ids = ids;
+    batch.seqs = {{*cache.allocate(), 6}};
+    batch.capture_layers = std::move(layers);
+    batch.capture_final_hidden = true;
+    batch.logit_rows = {5};
+    return model.forward(cache, batch);
+  };
+  const ForwardOutput both = run({last, 0});
+  ASSERT_EQ(both.layer_hidden.size(), 2u);
+  EXPECT_TRUE(torch::equal(both.layer_hidden[0], run({last}).layer_hidden[0]));
+  EXPECT_TRUE(torch::equal(both.layer_hidden[1], run({0}).layer_hidden[0]));
+  EXPECT_FALSE(torch::equal(both.layer_hidden[0], both.layer_hidden[1]));
+
+  const SafetensorsArchive archive = SafetensorsArchive::open(dir.string());
+  auto f32 = [&](const std::string& name) {
+    const TensorView& v = archive.get(name);
+    return torch::from_blob(const_cast<void*>(v.data), v.shape, torch::kFloat32).clone();
+  };
+  const torch::Tensor final_hidden = rms_norm(both.layer_hidden[0], f32("model.norm.weight"), c.rms_norm_eps);
+  EXPECT_LE((final_hidden - both.final_hidden).abs().max().item<double>(), 1e-6);
+  const torch::Tensor logits = torch::matmul(final_hidden[5], f32("lm_head.weight").t());
+  EXPECT_LE((logits - both.logits[0]).abs().max().item<double>(), 1e-5);
+}
+
+// A sharded checkpoint (several files + index) loads to exactly the same logits as one file.
+TEST(Checkpoint, ShardedLoadsLikeSingleFile) {
+  torch::NoGradGuard no_grad;
+  test::TempDir dir;
+  ModelConfig config = ModelConfig::load(fixture("tiny-qwen3-untied").string());
+  write_random_checkpoint(config, (dir / "single").string(), {7, 0});
+  write_random_checkpoint(config, (dir / "sharded").string(), {7, 400 * 1024});
+  ASSERT_TRUE(std::filesystem::exists(dir / "sharded" / "model.safetensors.index.json"));
+  ASSERT_FALSE(std::filesystem::exists(dir / "sharded" / "model.safetensors"));
+  Transformer single = Transformer::load((dir / "single").string(), {WeightDType::kF32});
+  Transformer sharded = Transformer::load((dir / "sharded").string(), {WeightDType::kF32});
+  const std::vector<int64_t> ids = iota_ids(9, 2, config.vocab_size);
+  EXPECT_TRUE(torch::equal(all_logits(single, ids), all_logits(sharded, ids)));
+}
+
+TEST(Forward, RejectsOutOfRangeTokenIds) {
+  torch::NoGradGuard no_grad;
+  Transformer model = Transformer::load(fixture("tiny-qwen3-tied").string(), {WeightDType::kF32});
+  KvCache cache = model.make_cache(1, 8);
+  const int64_t slot = *cache.allocate();
+  EXPECT_THROW(model.prefill(cache, slot, {1, model.config().vocab_size}), Error);
+  EXPECT_EQ(cache.length(slot), 0);  // nothing committed by a failed forward
+  EXPECT_THROW(model.prefill(cache, slot, std::vector<int64_t>(9, 1)), Error);  // over capacity
+}
+
+}  // namespace
+}  // namespace dspark::model

@@ -1,0 +1,118 @@
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cmath>
+#include <map>
+
+#include "common/error.h"
+#include "sampling/sampling.h"
+
+namespace dspark::sampling {
+namespace {
+
+torch::Tensor logits_of(const std::vector<double>& probs) {
+  return torch::tensor(probs, torch::kFloat64).log().to(torch::kFloat32).unsqueeze(0);
+}
+
+std::vector<float> row(const torch::Tensor& t) {
+  torch::Tensor c = t.squeeze(0).contiguous();
+  return {c.data_ptr<float>(), c.data_ptr<float>() + c.numel()};
+}
+
+TEST(SamplingProbs, TemperatureOneIsSoftmax) {
+  auto p = row(sampling_probs(logits_of({0.1, 0.2, 0.3, 0.4}), {}));
+  EXPECT_NEAR(p[0], 0.1, 1e-6);
+  EXPECT_NEAR(p[3], 0.4, 1e-6);
+}
+
+TEST(SamplingProbs, TemperatureSharpens) {
+  SamplingParams params;
+  params.temperature = 0.5;  // p^2 renormalised: 0.01, 0.04, 0.09, 0.16 / 0.30
+  auto p = row(sampling_probs(logits_of({0.1, 0.2, 0.3, 0.4}), params));
+  EXPECT_NEAR(p[0], 0.01 / 0.30, 1e-6);
+  EXPECT_NEAR(p[3], 0.16 / 0.30, 1e-6);
+}
+
+TEST(SamplingProbs, TopKKeepsTheKMostLikely) {
+  SamplingParams params;
+  params.top_k = 2;
+  auto p = row(sampling_probs(logits_of({0.1, 0.2, 0.3, 0.4}), params));
+  EXPECT_EQ(p[0], 0.0f);
+  EXPECT_EQ(p[1], 0.0f);
+  EXPECT_NEAR(p[2], 0.3 / 0.7, 1e-6);
+  EXPECT_NEAR(p[3], 0.4 / 0.7, 1e-6);
+}
+
+TEST(SamplingProbs, TopPKeepsTheTokenThatCrossesTheThreshold) {
+  SamplingParams params;
+  params.top_p = 0.5;  // sorted 0.4, 0.3, ...: 0.4 < 0.5 so 0.3 is kept too
+  auto p = row(sampling_probs(logits_of({0.1, 0.2, 0.3, 0.4}), params));
+  EXPECT_EQ(p[0], 0.0f);
+  EXPECT_EQ(p[1], 0.0f);
+  EXPECT_NEAR(p[2], 0.3 / 0.7, 1e-6);
+  params.top_p = 0.4;  // exactly the top token's mass: only it is kept
+  p = row(sampling_probs(logits_of({0.1, 0.2, 0.3, 0.4}), params));
+  EXPECT_NEAR(p[3], 1.0, 1e-6);
+  EXPECT_EQ(p[2], 0.0f);
+}
+
+TEST(SamplingProbs, MinPIsRelativeToTheTopToken) {
+  SamplingParams params;
+  params.min_p = 0.6;  // threshold 0.24: keeps 0.3 and 0.4
+  auto p = row(sampling_probs(logits_of({0.1, 0.2, 0.3, 0.4}), params));
+  EXPECT_EQ(p[1], 0.0f);
+  EXPECT_NEAR(p[2], 0.3 / 0.7, 1e-6);
+}
+
+TEST(SamplingProbs, GreedyIsOneHotAtTheFirstMaximum) {
+  SamplingParams params;
+  params.temperature = 0;
+  auto p = row(sampling_probs(torch::tensor({1.0f, 3.0f, 3.0f, 2.0f}).unsqueeze(0), params));
+  EXPECT_EQ(p, (std::vector<float>{0, 1, 0, 0}));
+}
+
+TEST(SamplingParamsCheck, RejectsBadValues) {
+  SamplingParams params;
+  params.top_p = 0;
+  EXPECT_THROW(check_sampling_params(params), Error);
+  params = {};
+  params.top_k = -1;
+  EXPECT_THROW(check_sampling_params(params), Error);
+  params = {};
+  params.min_p = 1.5;
+  EXPECT_THROW(check_sampling_params(params), Error);
+}
+
+TEST(Rng, UniformIsInTheOpenUnitIntervalAndReproducible) {
+  Rng a(42), b(42), c(43);
+  bool differs = false;
+  for (int i = 0; i < 100000; ++i) {
+    const double u = a.uniform();
+    ASSERT_GT(u, 0.0);
+    ASSERT_LT(u, 1.0);
+    ASSERT_EQ(u, b.uniform());
+    differs |= u != c.uniform();
+  }
+  EXPECT_TRUE(differs);
+}
+
+// Chi-square goodness of fit of the categorical draw: n = 200000 draws over 4 categories with
+// seed 7; statistic sum (obs - exp)^2 / exp over the 3 possible categories (2 degrees of freedom);
+// threshold 18.4 (p = 1e-4).
+TEST(SampleFromProbs, MatchesTheDistribution) {
+  const std::vector<float> probs{0.1f, 0.0f, 0.6f, 0.3f};
+  Rng rng(7);
+  std::vector<int64_t> counts(4, 0);
+  const int64_t n = 200000;
+  for (int64_t i = 0; i < n; ++i) counts[sample_from_probs(probs.data(), 4, rng)]++;
+  EXPECT_EQ(counts[1], 0);  // zero-probability tokens are never drawn
+  double chi2 = 0;
+  for (int k : {0, 2, 3}) {
+    const double expected = probs[k] * n;
+    chi2 += (counts[k] - expected) * (counts[k] - expected) / expected;
+  }
+  EXPECT_LT(chi2, 18.4);
+}
+
+}  // namespace
+}  // namespace dspark::sampling

@@ -1,0 +1,77 @@
+// Helpers shared by the tests: fixture paths, temporary directories, running the dspark binary.
+#pragma once
+#include <unistd.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstring>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace dspark::test {
+
+inline std::filesystem::path shared_dir() { return DSPARK_SHARED_DIR; }
+inline std::filesystem::path fixture(const std::string& name) { return shared_dir() / "fixtures" / name; }
+
+// A fresh directory under the system temp dir, removed when the object dies.
+class TempDir {
+ public:
+  TempDir() {
+    std::random_device rd;
+    path_ = std::filesystem::temp_directory_path() / ("dspark-test-" + std::to_string(getpid()) + "-" +
+                                                      std::to_string(rd()));
+    std::filesystem::create_directories(path_);
+  }
+  ~TempDir() { std::error_code ec; std::filesystem::remove_all(path_, ec); }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+  std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+inline std::string read_text(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+inline void write_text(const std::filesystem::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+}
+
+inline std::vector<float> read_f32(const std::filesystem::path& path) {
+  const std::string bytes = read_text(path);
+  std::vector<float> values(bytes.size() / sizeof(float));
+  std::memcpy(values.data(), bytes.data(), values.size() * sizeof(float));
+  return values;
+}
+
+struct CommandResult {
+  int exit_code = -1;       // -1 when killed by a signal (a crash)
+  std::string out, err;
+};
+
+// Runs `dspark <args>` through the shell, capturing stdout and stderr.
+inline CommandResult run_dspark(const std::string& args) {
+  TempDir dir;
+  const std::string cmd = std::string(DSPARK_BINARY) + " " + args + " > " + (dir / "out").string() + " 2> " +
+                          (dir / "err").string();
+  const int status = std::system(cmd.c_str());
+  CommandResult r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = read_text(dir / "out");
+  r.err = read_text(dir / "err");
+  return r;
+}
+
+}  // namespace dspark::test
