@@ -12,6 +12,7 @@
 #include "common/error.h"
 #include "engine/autoregressive.h"
 #include "tokenizer/chat_template.h"
+#include "tokenizer/stream_decoder.h"
 #include "tokenizer/tokenizer.h"
 
 namespace dspark::cli {
@@ -48,7 +49,8 @@ std::vector<int64_t> prompt_ids(const GenerateArgs& args, const std::optional<to
   if (!args.prompt_ids.empty()) return parse_ids(args.prompt_ids, "--prompt-ids");
   if (!tok) throw Error(model_dir + ": no tokenizer.json; use --prompt-ids");
   std::string text = args.prompt;
-  if (args.chat) text = tokenizer::ChatTemplate::load(model_dir).render({{"user", args.prompt}}, {});
+  if (args.chat) text = tokenizer::ChatTemplate::load(model_dir).render(
+        {{"user", args.prompt}}, {.add_generation_prompt = true, .enable_thinking = false});
   const std::vector<int32_t> ids = tok->encode(text);
   return {ids.begin(), ids.end()};
 }
@@ -68,18 +70,25 @@ void run_generate(const GenerateArgs& args) {
   request.max_tokens = args.max_tokens;
   if (!args.ignore_eos) request.stop_ids = generation.eos_token_ids;
 
+  // Models pad their embedding past the tokenizer's vocabulary; like Hugging Face, text skips ids
+  // the tokenizer does not know (they stay in "ids").
+  auto text_ids = [&](const std::vector<int64_t>& ids) {
+    std::vector<int32_t> known;
+    for (int64_t id : ids)
+      if (tok && id < tok->vocab_size()) known.push_back(static_cast<int32_t>(id));
+    return known;
+  };
   const bool stream = !args.json && args.num_samples == 1 && tok.has_value();
   tokenizer::StreamDecoder stream_decoder(tok ? &*tok : nullptr);
   engine::TokenCallback on_token;
   if (stream)
     on_token = [&](int64_t, int64_t id) {
-      std::cout << stream_decoder.push(static_cast<int32_t>(id)) << std::flush;
+      for (int32_t known : text_ids({id})) std::cout << stream_decoder.push(known) << std::flush;
     };
   const auto results = engine::generate_autoregressive(model, request, args.num_samples, on_token);
 
   for (const engine::GenerationResult& r : results) {
-    const std::vector<int32_t> ids32(r.ids.begin(), r.ids.end());
-    const std::string text = tok ? tok->decode(ids32) : "";
+    const std::string text = tok ? tok->decode(text_ids(r.ids)) : "";
     const double decode_seconds = r.seconds - r.prefill_seconds;
     const double rate = decode_seconds > 0 ? r.ids.size() / decode_seconds : 0.0;
     if (args.json) {

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/error.h"
 #include "engine/autoregressive.h"
 #include "model/model_init.h"
 #include "model/safetensors.h"
@@ -37,6 +38,10 @@ struct FixtureCase {
   std::string fixture_name;
   WeightDType dtype;
 };
+
+void PrintTo(const FixtureCase& c, std::ostream* os) {
+  *os << c.fixture_name << (c.dtype == WeightDType::kF32 ? " f32" : " bf16");
+}
 
 class FixtureLogits : public ::testing::TestWithParam<FixtureCase> {};
 
