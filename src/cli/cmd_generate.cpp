@@ -75,7 +75,7 @@ void run_generate(const GenerateArgs& args) {
   auto text_ids = [&](const std::vector<int64_t>& ids) {
     std::vector<int32_t> known;
     for (int64_t id : ids)
-      if (tok && id < tok->vocab_size()) known.push_back(static_cast<int32_t>(id));
+      if (tok && tok->has_id(static_cast<int32_t>(id))) known.push_back(static_cast<int32_t>(id));
     return known;
   };
   const bool stream = !args.json && args.num_samples == 1 && tok.has_value();
