@@ -1,0 +1,11 @@
+#include "cli/commands.h"
+
+namespace dspark::cli {
+
+void register_train(CLI::App& app) {
+  CLI::App* train = app.add_subcommand("train", "training: tokenizer, target, drafters");
+  train->require_subcommand(1);
+  register_train_tokenizer(*train);
+}
+
+}  // namespace dspark::cli
