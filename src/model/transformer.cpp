@@ -1,10 +1,12 @@
 #include "model/transformer.h"
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 
 #include "common/error.h"
 #include "model/kernels/attention_small.h"
+#include "model/kernels/row_ops.h"
 #include "model/blas_check.h"
 #include "model/safetensors.h"
 
@@ -194,6 +196,51 @@ torch::Tensor Transformer::layer_forward(int64_t l, const torch::Tensor& x, cons
   return h + layer.down.forward(act);
 }
 
+void Transformer::layer_forward_rows(int64_t l, torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
+                                     KvCache& cache, const ForwardBatch& batch,
+                                     const std::vector<int64_t>& n_past) const {
+  const ModelConfig& c = config_;
+  const DecoderLayer& layer = layers_[l];
+  const int64_t n = x.size(0), hidden = c.hidden_size, hd = c.head_dim;
+  const int64_t q_dim = c.n_heads * hd, kv_dim = c.n_kv_heads * hd, qkv_dim = q_dim + 2 * kv_dim;
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  float* xp = x.data_ptr<float>();
+
+  torch::Tensor h = torch::empty_like(x);
+  kernels::rms_norm_rows(xp, layer.input_norm.data_ptr<float>(), n, hidden, eps, h.data_ptr<float>());
+  torch::Tensor qkv = layer.qkv.forward(h);  // [n, q_dim + 2 kv_dim]
+  float* qkv_p = qkv.data_ptr<float>();
+  const float* q_norm = c.qk_norm ? layer.q_norm.data_ptr<float>() : nullptr;
+  const float* k_norm = c.qk_norm ? layer.k_norm.data_ptr<float>() : nullptr;
+  kernels::norm_rope_heads(qkv_p, n, qkv_dim, c.n_heads, hd, q_norm, eps, cos.data_ptr<float>(), sin.data_ptr<float>());
+  kernels::norm_rope_heads(qkv_p + q_dim, n, qkv_dim, c.n_kv_heads, hd, k_norm, eps, cos.data_ptr<float>(),
+                           sin.data_ptr<float>());
+
+  // Append this step's keys and values to each sequence's slot.
+  float* keys = cache.keys(l).data_ptr<float>();
+  float* values = cache.values(l).data_ptr<float>();
+  int64_t t = 0;
+  for (size_t s = 0; s < batch.seqs.size(); ++s) {
+    for (int64_t i = 0; i < batch.seqs[s].n_new; ++i, ++t) {
+      const float* row = qkv_p + t * qkv_dim;
+      for (int64_t g = 0; g < c.n_kv_heads; ++g) {
+        const int64_t dst = ((batch.seqs[s].slot * c.n_kv_heads + g) * cache.capacity() + n_past[s] + i) * hd;
+        std::memcpy(keys + dst, row + q_dim + g * hd, hd * sizeof(float));
+        std::memcpy(values + dst, row + q_dim + kv_dim + g * hd, hd * sizeof(float));
+      }
+    }
+  }
+  torch::Tensor q = qkv.narrow(1, 0, q_dim).view({n, c.n_heads, hd});
+  torch::Tensor attn_out = layer.o_proj.forward(attention(q, cache, l, batch, n_past));
+  kernels::add_in_place(xp, attn_out.data_ptr<float>(), n * hidden);
+
+  kernels::rms_norm_rows(xp, layer.post_norm.data_ptr<float>(), n, hidden, eps, h.data_ptr<float>());
+  torch::Tensor gate_up = layer.gate_up.forward(h);
+  torch::Tensor act = torch::empty({n, c.intermediate_size}, x.options());
+  kernels::silu_mul_rows(gate_up.data_ptr<float>(), n, c.intermediate_size, act.data_ptr<float>());
+  kernels::add_in_place(xp, layer.down.forward(act).data_ptr<float>(), n * hidden);
+}
+
 ForwardOutput Transformer::forward(KvCache& cache, const ForwardBatch& batch) {
   const ModelConfig& c = config_;
   const int64_t n_tokens = static_cast<int64_t>(batch.token_ids.size());
@@ -233,11 +280,18 @@ ForwardOutput Transformer::forward(KvCache& cache, const ForwardBatch& batch) {
 
   ForwardOutput out;
   out.layer_hidden.resize(batch.capture_layers.size());  // in the order asked (DeepSpec concatenates so)
-  torch::Tensor x = embed_.index_select(0, ids).to(torch::kFloat32);
+  torch::Tensor x = embed_.index_select(0, ids).to(torch::kFloat32).contiguous();
+  const bool rows_path = x.is_cpu() && n_tokens <= kSmallBatchRows &&
+                         !(torch::GradMode::is_enabled() && embed_.requires_grad());
+  const torch::Tensor cos_rows = cos.view({n_tokens, c.head_dim}).contiguous();
+  const torch::Tensor sin_rows = sin.view({n_tokens, c.head_dim}).contiguous();
   for (int64_t l = 0; l < c.n_layers; ++l) {
-    x = layer_forward(l, x, cos, sin, cache, batch, n_past, write_slots, write_positions);
+    if (rows_path)
+      layer_forward_rows(l, x, cos_rows, sin_rows, cache, batch, n_past);
+    else
+      x = layer_forward(l, x, cos, sin, cache, batch, n_past, write_slots, write_positions);
     for (size_t i = 0; i < batch.capture_layers.size(); ++i)
-      if (batch.capture_layers[i] == l) out.layer_hidden[i] = x;
+      if (batch.capture_layers[i] == l) out.layer_hidden[i] = rows_path ? x.clone() : x;  // rows path updates x in place
   }
 
   torch::Tensor final_hidden;

@@ -86,6 +86,10 @@ class Transformer {
 
   torch::Tensor attention(const torch::Tensor& q, KvCache& cache, int64_t layer, const ForwardBatch& batch,
                           const std::vector<int64_t>& n_past) const;
+  // Few rows on the CPU: fused raw-pointer element-wise ops around the streaming kernels.
+  void layer_forward_rows(int64_t layer, torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
+                          KvCache& cache, const ForwardBatch& batch, const std::vector<int64_t>& n_past) const;
+  // Everything else (prefill, autograd, other devices): libtorch ops.
   torch::Tensor layer_forward(int64_t layer, const torch::Tensor& x, const torch::Tensor& cos,
                               const torch::Tensor& sin, KvCache& cache, const ForwardBatch& batch,
                               const std::vector<int64_t>& n_past, const torch::Tensor& write_slots,
