@@ -12,6 +12,8 @@ int main(int argc, char** argv) {
   dspark::cli::register_generate(app);
   dspark::cli::register_model(app);
   dspark::cli::register_bench(app);
+  dspark::cli::register_train(app);
+  dspark::cli::register_data(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
