@@ -1,0 +1,28 @@
+// Attention of the few new tokens of a decode / verify step over a KV cache. One (sequence, kv
+// head) pair is one task: its keys and values are read once for all query heads sharing that kv
+// head (GQA) and all new tokens of the sequence, which keeps verifying 8 tokens close to the cost
+// of decoding one. Tasks are spread over the OpenMP threads. f32 throughout.
+// The SIMD variant follows current_isa() (cpu_isa.h); head_dim not a multiple of 16 runs the
+// portable variant.
+#pragma once
+#include <cstdint>
+
+namespace dspark::kernels {
+
+struct AttentionSeq {
+  const float* k;       // [n_kv_heads, capacity, head_dim]: positions 0 .. n_past+n_new-1 written
+  const float* v;       // [n_kv_heads, capacity, head_dim]
+  int64_t n_past;       // cached positions before this step's new tokens
+  int64_t token_begin;  // index of this sequence's first new token in the flattened q/out rows
+  int64_t n_new;        // new tokens of this sequence (query i sits at position n_past + i, causal)
+};
+
+// Query head h reads kv head h / (n_heads / n_kv_heads); new token i of a sequence attends to its
+// positions 0 .. n_past + i. Rows of out not covered by any sequence are left untouched.
+void attention_small(const float* q,            // [n_tokens, n_heads, head_dim], already rotated
+                     const AttentionSeq* seqs,  // [n_seqs]
+                     int64_t n_seqs, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
+                     int64_t capacity, float scale,
+                     float* out);  // [n_tokens, n_heads, head_dim]
+
+}  // namespace dspark::kernels

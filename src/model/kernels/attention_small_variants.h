@@ -1,0 +1,268 @@
+// Internal to attention_small: one task (a sequence's new tokens against one kv head), the
+// per-ISA variants that run it, and the algorithm they share.
+//
+// The ISA files instantiate HeadGroupAttention with a SIMD policy from their anonymous namespace,
+// so every instantiation has internal linkage and the linker cannot swap an AVX-512 copy into a
+// generic caller.
+#pragma once
+#include <cstdint>
+
+namespace dspark::kernels::attention_small_detail {
+
+// Rows of a task: row r is new token r / group of the sequence, query head r % group of the kv
+// head's group. Row r attends to keys 0 .. n_past + r / group.
+struct HeadGroupTask {
+  const float* q;        // row r at q + (r / group) * token_stride + (r % group) * head_dim
+  float* out;            // same layout as q
+  int64_t token_stride;  // n_heads * head_dim
+  int64_t group;         // query heads per kv head
+  int64_t n_new;
+  int64_t n_past;
+  const float* k;  // [n_past + n_new, head_dim] of this kv head
+  const float* v;  // [n_past + n_new, head_dim]
+  int64_t head_dim;
+  float scale;
+  float* scores;          // scratch [group * n_new, scores_stride]
+  int64_t scores_stride;  // n_past + n_new rounded up to kScoresAlignment
+  float* inv_sums;        // scratch [group * n_new]
+  float* key_tail;        // scratch [kScoresAlignment, head_dim]: the last keys, zero-padded
+  int64_t* row_offsets;   // scratch [group * n_new]: where row r starts in q and out
+};
+
+// Also the widest SIMD width, so a block of scores never runs past a row.
+constexpr int64_t kScoresAlignment = 16;
+
+using HeadGroupKernel = void (*)(const HeadGroupTask& task);
+void attend_generic(const HeadGroupTask& task);
+void attend_avx2(const HeadGroupTask& task);    // head_dim % 8 == 0
+void attend_avx512(const HeadGroupTask& task);  // head_dim % 16 == 0
+
+// Policy V (a SIMD width and its operations):
+//   kWidth, Reg, zero, load, store, broadcast, add, sub, mul, fmadd, max, reduce_add, reduce_max,
+//   exp (exactly 0 for -infinity, so hidden keys drop out), sum_each(const Reg (&acc)[kWidth])
+//   returning the lane sums of the kWidth registers as one register, kMaxRowRegs: the most
+//   registers a head_dim row may take for the row-at-a-time paths (0 disables them), and
+//   kAccumulators: output registers to keep live (about half the register file).
+//
+// Every path sums each score over head_dim in ascending order and each output over keys in
+// ascending order, so a token's result is the same bits whatever else shares the call.
+template <class V>
+struct HeadGroupAttention {
+  using Reg = typename V::Reg;
+  static constexpr int W = V::kWidth;
+  static_assert(kScoresAlignment % W == 0);
+  // Keys whose values stay in L1 while every row block consumes them (64 * 128 floats = 32 KiB).
+  static constexpr int64_t kKeyBlock = 64;
+  // Outputs held in registers across a key block, as rows x registers per row.
+  static constexpr int kAccumulators = V::kAccumulators;
+  static constexpr int kSegmentRegs = 4;  // registers per row when a row does not fit whole
+  static_assert(kAccumulators >= kSegmentRegs);
+
+  static void run(const HeadGroupTask& t) {
+    compute_row_offsets(t);
+    compute_scores(t);
+    softmax_rows(t);
+    accumulate_values(t);
+  }
+
+  static int64_t rows(const HeadGroupTask& t) { return t.group * t.n_new; }
+  static int64_t keys(const HeadGroupTask& t) { return t.n_past + t.n_new; }
+  static int64_t row_offset(const HeadGroupTask& t, int64_t r) { return t.row_offsets[r]; }
+
+  // Once per task, keeping integer divisions out of the per-block loops.
+  static void compute_row_offsets(const HeadGroupTask& t) {
+    for (int64_t r = 0; r < rows(t); ++r) {
+      t.row_offsets[r] = (r / t.group) * t.token_stride + (r % t.group) * t.head_dim;
+    }
+  }
+
+  // Calls f.template operator()<R>() for R = regs if 1 <= regs <= V::kMaxRowRegs; false otherwise.
+  template <int R = 1, class F>
+  static bool with_row_regs(int64_t regs, F&& f) {
+    if constexpr (R > V::kMaxRowRegs) {
+      return false;
+    } else {
+      if (regs != R) return with_row_regs<R + 1>(regs, f);
+      f.template operator()<R>();
+      return true;
+    }
+  }
+
+  // ---- scores[r, j] = scale * q_r . k_j, W keys at a time (reduced together by sum_each) ----
+
+  using ScoreBlock = void (*)(const HeadGroupTask& t, const float* k_block, int64_t j0);
+
+  static void compute_scores(const HeadGroupTask& t) {
+    const int64_t d = t.head_dim;
+    ScoreBlock score_block = score_block_by_columns;
+    with_row_regs(d / W, [&]<int R>() { score_block = score_block_by_rows<R>; });
+    const int64_t full_end = keys(t) / W * W;
+    for (int64_t j0 = 0; j0 < full_end; j0 += W) score_block(t, t.k + j0 * d, j0);
+    if (full_end == keys(t)) return;
+    // The last keys take the same path, zero-padded to W, so a key's score never depends on where
+    // the cache ends.
+    for (int64_t jj = 0; jj < W; ++jj) {
+      const bool present = full_end + jj < keys(t);
+      for (int64_t c = 0; c < d; ++c) {
+        t.key_tail[jj * d + c] = present ? t.k[(full_end + jj) * d + c] : 0.0f;
+      }
+    }
+    score_block(t, t.key_tail, full_end);
+  }
+
+  // q_r stays in R registers: one load per FMA instead of two.
+  template <int R>
+  static void score_block_by_rows(const HeadGroupTask& t, const float* k_block, int64_t j0) {
+    const Reg scale = V::broadcast(t.scale);
+    for (int64_t r = 0; r < rows(t); ++r) {
+      const float* q = t.q + row_offset(t, r);
+      Reg qv[R];
+#pragma GCC unroll 8
+      for (int c = 0; c < R; ++c) qv[c] = V::load(q + c * W);
+      // Chunk-major: the W accumulators advance together, so no FMA waits on the one before it.
+      Reg acc[W];
+#pragma GCC unroll 16
+      for (int jj = 0; jj < W; ++jj) acc[jj] = V::zero();
+#pragma GCC unroll 8
+      for (int c = 0; c < R; ++c) {
+#pragma GCC unroll 16
+        for (int jj = 0; jj < W; ++jj) {
+          acc[jj] = V::fmadd(qv[c], V::load(k_block + (jj * R + c) * W), acc[jj]);
+        }
+      }
+      V::store(t.scores + r * t.scores_stride + j0, V::mul(V::sum_each(acc), scale));
+    }
+  }
+
+  // Any head_dim: q_r is reloaded chunk by chunk, the W key rows walked column-wise.
+  static void score_block_by_columns(const HeadGroupTask& t, const float* k_block, int64_t j0) {
+    const int64_t d = t.head_dim;
+    const Reg scale = V::broadcast(t.scale);
+    for (int64_t r = 0; r < rows(t); ++r) {
+      const float* q = t.q + row_offset(t, r);
+      Reg acc[W];
+#pragma GCC unroll 16
+      for (int jj = 0; jj < W; ++jj) acc[jj] = V::zero();
+      for (int64_t c = 0; c < d; c += W) {
+        const Reg qc = V::load(q + c);
+#pragma GCC unroll 16
+        for (int jj = 0; jj < W; ++jj) {
+          acc[jj] = V::fmadd(qc, V::load(k_block + jj * d + c), acc[jj]);
+        }
+      }
+      V::store(t.scores + r * t.scores_stride + j0, V::mul(V::sum_each(acc), scale));
+    }
+  }
+
+  // ---- softmax ----
+
+  // Turns each score row into unnormalised probabilities exp(s - max) with the causally hidden
+  // keys (and the padding up to scores_stride) at exactly 0; inv_sums[r] gets 1 / their sum.
+  static void softmax_rows(const HeadGroupTask& t) {
+    constexpr float kHidden = -__builtin_huge_valf();
+    for (int64_t r = 0; r < rows(t); ++r) {
+      float* s = t.scores + r * t.scores_stride;
+      const int64_t visible = t.n_past + r / t.group + 1;
+      for (int64_t j = visible; j < t.scores_stride; ++j) s[j] = kHidden;
+      Reg max_reg = V::broadcast(kHidden);
+      for (int64_t j = 0; j < t.scores_stride; j += W) max_reg = V::max(max_reg, V::load(s + j));
+      const Reg max = V::broadcast(V::reduce_max(max_reg));
+      Reg sum = V::zero();
+      for (int64_t j = 0; j < t.scores_stride; j += W) {
+        const Reg e = V::exp(V::sub(V::load(s + j), max));
+        V::store(s + j, e);
+        sum = V::add(sum, e);
+      }
+      t.inv_sums[r] = 1.0f / V::reduce_add(sum);
+    }
+  }
+
+  // ---- out_r = inv_sums[r] * sum_j scores[r, j] v_j ----
+
+  // Adds keys [j_begin, j_end) to out[r0:r0+RB, c0:c0+CH*W). The RB x CH accumulators stay in
+  // registers across the keys; each v_j load serves RB rows.
+  template <int RB, int CH>
+  static void accumulate_segment(const HeadGroupTask& t, int64_t r0, int64_t c0, int64_t j_begin,
+                                 int64_t j_end) {
+    Reg acc[RB][CH];
+    float* out_rows[RB];
+    const float* p_rows[RB];
+#pragma GCC unroll 16
+    for (int rr = 0; rr < RB; ++rr) {
+      out_rows[rr] = t.out + row_offset(t, r0 + rr) + c0;
+      p_rows[rr] = t.scores + (r0 + rr) * t.scores_stride;
+#pragma GCC unroll 8
+      for (int c = 0; c < CH; ++c) acc[rr][c] = V::load(out_rows[rr] + c * W);
+    }
+    for (int64_t j = j_begin; j < j_end; ++j) {
+      const float* v_row = t.v + j * t.head_dim + c0;
+      Reg v[CH];
+#pragma GCC unroll 8
+      for (int c = 0; c < CH; ++c) v[c] = V::load(v_row + c * W);
+#pragma GCC unroll 16
+      for (int rr = 0; rr < RB; ++rr) {
+        const Reg p = V::broadcast(p_rows[rr][j]);
+#pragma GCC unroll 8
+        for (int c = 0; c < CH; ++c) acc[rr][c] = V::fmadd(p, v[c], acc[rr][c]);
+      }
+    }
+#pragma GCC unroll 16
+    for (int rr = 0; rr < RB; ++rr) {
+#pragma GCC unroll 8
+      for (int c = 0; c < CH; ++c) V::store(out_rows[rr] + c * W, acc[rr][c]);
+    }
+  }
+
+  // All rows over segments [c0, c0 + CH*W) of head_dim, RB rows at a time, the rest one by one.
+  template <int RB, int CH>
+  static void accumulate_rows(const HeadGroupTask& t, int64_t c0, int64_t j_begin, int64_t j_end) {
+    int64_t r = 0;
+    for (; r + RB <= rows(t); r += RB) accumulate_segment<RB, CH>(t, r, c0, j_begin, j_end);
+    for (; r < rows(t); ++r) accumulate_segment<1, CH>(t, r, c0, j_begin, j_end);
+  }
+
+  using KeyBlock = void (*)(const HeadGroupTask& t, int64_t j_begin, int64_t j_end);
+
+  // When a whole row of head_dim fits in R registers, v_j is read in memory order, once per
+  // row block.
+  template <int R>
+  static void accumulate_whole_rows(const HeadGroupTask& t, int64_t j_begin, int64_t j_end) {
+    constexpr int kRows = kAccumulators / R < 4 ? kAccumulators / R : 4;
+    accumulate_rows<kRows, R>(t, 0, j_begin, j_end);
+  }
+
+  static void accumulate_in_segments(const HeadGroupTask& t, int64_t j_begin, int64_t j_end) {
+    constexpr int kRows = kAccumulators / kSegmentRegs;
+    const int64_t full = kSegmentRegs * W;
+    int64_t c0 = 0;
+    for (; c0 + full <= t.head_dim; c0 += full) {
+      accumulate_rows<kRows, kSegmentRegs>(t, c0, j_begin, j_end);
+    }
+    for (; c0 < t.head_dim; c0 += W) accumulate_rows<kRows, 1>(t, c0, j_begin, j_end);
+  }
+
+  static void accumulate_values(const HeadGroupTask& t) {
+    KeyBlock key_block = accumulate_in_segments;
+    // Whole rows stream v in memory order, which matters when few rows make the pass
+    // memory-bound; with enough rows to fill the segment blocks those do fewer loads per FMA.
+    if (rows(t) < kAccumulators / kSegmentRegs) {
+      with_row_regs(t.head_dim / W, [&]<int R>() { key_block = accumulate_whole_rows<R>; });
+    }
+    for (int64_t r = 0; r < rows(t); ++r) {
+      float* o = t.out + row_offset(t, r);
+      for (int64_t c = 0; c < t.head_dim; c += W) V::store(o + c, V::zero());
+    }
+    for (int64_t j = 0; j < keys(t); j += kKeyBlock) {
+      key_block(t, j, j + kKeyBlock < keys(t) ? j + kKeyBlock : keys(t));
+    }
+    for (int64_t r = 0; r < rows(t); ++r) {
+      float* o = t.out + row_offset(t, r);
+      const Reg inv_sum = V::broadcast(t.inv_sums[r]);
+      for (int64_t c = 0; c < t.head_dim; c += W) {
+        V::store(o + c, V::mul(V::load(o + c), inv_sum));
+      }
+    }
+  }
+};
+
+}  // namespace dspark::kernels::attention_small_detail

@@ -1,0 +1,33 @@
+// Which SIMD instruction set the kernels run with. Detected once from cpuid (checking that the OS
+// saves the vector state too), overridable with DSPARK_ISA=generic|avx2|avx512|avx512bf16 and by
+// set_isa() (tests and benchmarks force each variant in turn). This choice is the only mutable
+// global state of the kernels.
+#pragma once
+#include <string_view>
+#include <vector>
+
+namespace dspark::kernels {
+
+// Ordered from least to most capable; each level implies the ones below it.
+enum class Isa {
+  kGeneric,     // portable C++, compiled without -march
+  kAvx2,        // AVX2 + FMA + F16C
+  kAvx512,      // AVX-512 F/BW/VL/DQ
+  kAvx512Bf16,  // AVX-512 plus AVX512_BF16 (vdpbf16ps, vcvtneps2bf16)
+};
+
+const char* isa_name(Isa isa);
+// Throws dspark::Error for an unknown name.
+Isa parse_isa(std::string_view name);
+
+// The levels this CPU and OS support, ascending.
+std::vector<Isa> available_isas();
+bool isa_available(Isa isa);
+
+// The level the kernels currently use.
+Isa current_isa();
+const char* isa_name();
+// Forces a level; throws dspark::Error when this CPU does not support it.
+void set_isa(Isa isa);
+
+}  // namespace dspark::kernels

@@ -1,0 +1,39 @@
+// Matrix multiply for the few rows of a decode / verify step: y = x @ w^T with w laid out like a
+// torch Linear weight. A decode step is bound by streaming the weights from memory, so the kernel
+// reads each weight row once for all m rows of x (x stays in cache) and splits the output columns
+// across the OpenMP threads in contiguous chunks, so each core streams its own part of w.
+// Meant for m up to ~64 (above that a blocked GEMM reuses weights better), but correct for any m.
+// The SIMD variant follows current_isa() (cpu_isa.h).
+#pragma once
+#include <cstdint>
+
+namespace dspark::kernels {
+
+enum class WeightDType {
+  kF32,
+  kBF16,  // stored as uint16_t: the upper half of an IEEE f32
+};
+
+// How bf16 weights are multiplied (f32 weights are unaffected).
+enum class Bf16Math {
+  // Weights widened to f32 in registers, activations kept in f32: the result equals an f32 matmul
+  // of the same (bf16-valued) weights up to summation order. The default.
+  kExact,
+  // vdpbf16ps (AVX512_BF16 only; other ISAs fall back to kExact): activations rounded to bf16
+  // once per call, products summed in f32. Half the instructions per weight, but the activation
+  // rounding costs ~2^-9 relative per term.
+  kDotBf16,
+};
+
+// y[m, n] = x[m, k] @ w[n, k]^T. x, w and y are row-major and contiguous; no alignment needed.
+// w points to float (kF32) or uint16_t (kBF16) elements.
+void linear_small(const float* x,  // [m, k]
+                  int64_t m, int64_t k,
+                  const void* w,  // [n, k]
+                  WeightDType w_dtype, int64_t n,
+                  float* y);  // [m, n]
+
+void set_bf16_math(Bf16Math math);
+Bf16Math bf16_math();
+
+}  // namespace dspark::kernels

@@ -1,0 +1,63 @@
+// linear_small with AVX-512: f32 weights, and bf16 weights widened to f32 in registers
+// (Bf16Math::kExact). See linear_small_variants.h for why everything here is file-local.
+#include <immintrin.h>
+
+#include "model/kernels/linear_small_avx512_tiles.h"
+#include "model/kernels/linear_small_variants.h"
+
+namespace dspark::kernels::linear_small_detail {
+namespace {
+
+__mmask16 first_lanes(int64_t count) { return static_cast<__mmask16>((1u << count) - 1u); }
+
+struct F32Weights {
+  using WElem = float;
+  using XElem = float;
+  using WVec = __m512;
+  using XVec = __m512;
+  static constexpr int kStep = 16;
+  static WVec load_w(const float* w) { return _mm512_loadu_ps(w); }
+  static WVec load_w_tail(const float* w, int64_t count) {
+    return _mm512_maskz_loadu_ps(first_lanes(count), w);
+  }
+  static XVec load_x(const float* x) { return _mm512_loadu_ps(x); }
+  static __m512 madd(__m512 acc, WVec w, XVec x) { return _mm512_fmadd_ps(w, x, acc); }
+};
+
+// bf16 is the top half of an f32, so widening is exact: zero-extend to 32 bits, shift left 16.
+__m512 widen_bf16(__m256i bits) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(bits), 16));
+}
+
+struct Bf16ExactWeights : F32Weights {
+  using WElem = uint16_t;
+  static WVec load_w(const uint16_t* w) {
+    return widen_bf16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w)));
+  }
+  static WVec load_w_tail(const uint16_t* w, int64_t count) {
+    return widen_bf16(_mm256_maskz_loadu_epi16(first_lanes(count), w));
+  }
+};
+
+struct StoreF32 {
+  using Elem = float;
+  static void store(float* dst, const float* src, int64_t count) {
+    _mm512_storeu_ps(dst, _mm512_maskz_loadu_ps(first_lanes(count), src));
+  }
+};
+
+}  // namespace
+
+void pack_x_avx512(const float* x, int64_t m, int64_t k, void* out) {
+  pack_x<16, StoreF32>(x, m, k, static_cast<float*>(out));
+}
+
+void columns_avx512(const Problem& p, int64_t n_begin, int64_t n_end) {
+  if (p.w_dtype == WeightDType::kF32) {
+    for_each_tile<Avx512Tiles<F32Weights>>(p, n_begin, n_end);
+  } else {
+    for_each_tile<Avx512Tiles<Bf16ExactWeights>>(p, n_begin, n_end);
+  }
+}
+
+}  // namespace dspark::kernels::linear_small_detail

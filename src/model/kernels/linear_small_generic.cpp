@@ -1,0 +1,56 @@
+// linear_small in portable C++ (compiled without ISA flags): the fallback for CPUs without AVX2
+// and the reference the SIMD variants are tested against besides the double-precision one.
+#include "model/kernels/bf16.h"
+#include "model/kernels/linear_small_variants.h"
+
+namespace dspark::kernels::linear_small_detail {
+namespace {
+
+float load_scalar(const float* w) { return *w; }
+float load_scalar(const uint16_t* w) { return bf16_to_f32(*w); }
+
+// y[j, r] = x[j, :] . w[r, :] for up to 4 rows of x and 4 weight rows: 16 independent sums, so
+// each loaded weight is used for every row of x.
+template <class WElem>
+void dot_tile(const float* x,  // [rows, k]
+              int rows,
+              const WElem* w,  // [cols, k]
+              int cols, int64_t k,
+              float* y,  // [rows, y_stride]
+              int64_t y_stride) {
+  constexpr int kMax = 4;
+  float acc[kMax][kMax] = {};
+  for (int64_t i = 0; i < k; ++i) {
+    float wv[kMax];
+    for (int r = 0; r < cols; ++r) wv[r] = load_scalar(w + r * k + i);
+    for (int j = 0; j < rows; ++j) {
+      const float xv = x[j * k + i];
+      for (int r = 0; r < cols; ++r) acc[j][r] += xv * wv[r];
+    }
+  }
+  for (int j = 0; j < rows; ++j) {
+    for (int r = 0; r < cols; ++r) y[j * y_stride + r] = acc[j][r];
+  }
+}
+
+template <class WElem>
+struct GenericTiles {
+  static constexpr int kColumns = 4;
+  static constexpr int kMaxRows = 4;
+  static void tile(const Problem& p, int64_t row, int rows, int64_t col, int cols) {
+    dot_tile(p.x + row * p.k, rows, static_cast<const WElem*>(p.w) + col * p.k, cols, p.k,
+             p.y + row * p.n + col, p.n);
+  }
+};
+
+}  // namespace
+
+void columns_generic(const Problem& p, int64_t n_begin, int64_t n_end) {
+  if (p.w_dtype == WeightDType::kF32) {
+    for_each_tile<GenericTiles<float>>(p, n_begin, n_end);
+  } else {
+    for_each_tile<GenericTiles<uint16_t>>(p, n_begin, n_end);
+  }
+}
+
+}  // namespace dspark::kernels::linear_small_detail

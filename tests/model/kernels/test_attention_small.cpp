@@ -1,0 +1,206 @@
+// attention_small against a double-precision reference, for every ISA variant this CPU supports,
+// over head sizes (SIMD and generic paths), GQA ratios and ragged batches of sequences.
+//
+// The output is a convex combination of value rows, so its error is measured against the largest
+// |v| (1 here). f32 differs from the reference through the q.k sums (~1e-7 relative on scores of
+// magnitude ~10, hence ~1e-6 on probabilities) and the exp approximation (~1e-7); 1e-5 leaves
+// margin. A causal mask off by one key, a wrong kv head or a dropped key moves the output by about
+// one probability (>= ~1e-3 with at most ~400 keys and peaked scores), far above it.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "model/kernels/attention_small.h"
+#include "model/kernels/cpu_isa.h"
+#include "model/kernels/kernel_test_util.h"
+
+namespace dspark::kernels {
+namespace {
+
+using testing::DispatchGuard;
+using testing::random_floats;
+
+constexpr double kTolerance = 1e-5;
+
+struct SeqSpec {
+  int64_t n_past, token_begin, n_new;
+};
+
+struct Case {
+  int64_t n_heads, n_kv_heads, head_dim, capacity, n_tokens;
+  std::vector<SeqSpec> seqs;
+  float q_range;          // q entries uniform in [-q_range, q_range]: larger = peakier softmax
+  bool integers = false;  // integer q, k in {-1, 0, 1}: dot products exact in f32
+};
+
+struct Data {
+  std::vector<float> q;               // [n_tokens, n_heads, head_dim]
+  std::vector<std::vector<float>> k;  // per seq [n_kv_heads, capacity, head_dim]
+  std::vector<std::vector<float>> v;
+};
+
+Data make_data(const Case& c, uint32_t seed) {
+  Data d;
+  d.q = random_floats(c.n_tokens * c.n_heads * c.head_dim, -c.q_range, c.q_range, seed);
+  for (size_t s = 0; s < c.seqs.size(); ++s) {
+    const size_t size = c.n_kv_heads * c.capacity * c.head_dim;
+    d.k.push_back(random_floats(size, -1.0f, 1.0f, seed + 10 + 2 * s));
+    d.v.push_back(random_floats(size, -1.0f, 1.0f, seed + 11 + 2 * s));
+  }
+  if (c.integers) {
+    for (float& x : d.q) x = std::round(x);
+    for (auto& k : d.k) {
+      for (float& x : k) x = std::round(x);
+    }
+  }
+  return d;
+}
+
+float scale_of(const Case& c) { return 1.0f / std::sqrt(static_cast<float>(c.head_dim)); }
+
+// NaN where no sequence writes, so untouched rows can be told apart.
+std::vector<double> reference(const Case& c, const Data& d) {
+  const int64_t hd = c.head_dim, group = c.n_heads / c.n_kv_heads;
+  std::vector<double> out(c.n_tokens * c.n_heads * hd, std::nan(""));
+  for (size_t s = 0; s < c.seqs.size(); ++s) {
+    const SeqSpec& seq = c.seqs[s];
+    for (int64_t i = 0; i < seq.n_new; ++i) {
+      const int64_t token = seq.token_begin + i, visible = seq.n_past + i + 1;
+      for (int64_t h = 0; h < c.n_heads; ++h) {
+        const float* q = d.q.data() + (token * c.n_heads + h) * hd;
+        const float* k = d.k[s].data() + (h / group) * c.capacity * hd;
+        const float* v = d.v[s].data() + (h / group) * c.capacity * hd;
+        std::vector<double> p(visible);
+        double max = -1e300, sum = 0;
+        for (int64_t j = 0; j < visible; ++j) {
+          double dot = 0;
+          for (int64_t e = 0; e < hd; ++e) dot += double{q[e]} * k[j * hd + e];
+          p[j] = dot * scale_of(c);
+          max = std::max(max, p[j]);
+        }
+        for (double& x : p) sum += (x = std::exp(x - max));
+        for (int64_t e = 0; e < hd; ++e) {
+          double acc = 0;
+          for (int64_t j = 0; j < visible; ++j) acc += p[j] * v[j * hd + e];
+          out[(token * c.n_heads + h) * hd + e] = acc / sum;
+        }
+      }
+    }
+  }
+  return out;
+}
+
+std::vector<float> run(const Case& c, const Data& d) {
+  std::vector<AttentionSeq> seqs;
+  for (size_t s = 0; s < c.seqs.size(); ++s) {
+    seqs.push_back(
+        {d.k[s].data(), d.v[s].data(), c.seqs[s].n_past, c.seqs[s].token_begin, c.seqs[s].n_new});
+  }
+  std::vector<float> out(d.q.size(), std::nanf(""));
+  attention_small(d.q.data(), seqs.data(), static_cast<int64_t>(seqs.size()), c.n_heads,
+                  c.n_kv_heads, c.head_dim, c.capacity, scale_of(c), out.data());
+  return out;
+}
+
+void expect_matches(const std::vector<float>& got, const std::vector<double>& want) {
+  double worst = 0;
+  size_t bad_untouched = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (std::isnan(want[i])) {
+      bad_untouched += !std::isnan(got[i]);
+      continue;
+    }
+    const double err = std::fabs(got[i] - want[i]);
+    worst = std::max(worst, std::isnan(err) ? 1e30 : err);
+  }
+  EXPECT_LT(worst, kTolerance);
+  EXPECT_EQ(bad_untouched, 0u) << "wrote rows that belong to no sequence";
+}
+
+// Ragged batch: sequences of different lengths, a decode (n_new 1), a verify (n_new 8), a prefill
+// chunk from position 0, key counts on and off multiples of 16 and of the 64-key value blocks, and
+// token 3 left to no sequence.
+std::vector<SeqSpec> ragged() {
+  return {{0, 0, 3}, {37, 4, 1}, {300, 5, 8}, {15, 13, 1}, {61, 14, 16}};
+}
+
+void check_all_isas(const Case& c, uint32_t seed) {
+  DispatchGuard guard;
+  const Data d = make_data(c, seed);
+  const std::vector<double> want = reference(c, d);
+  for (Isa isa : available_isas()) {
+    set_isa(isa);
+    SCOPED_TRACE(std::string("isa=") + isa_name(isa) + " heads=" + std::to_string(c.n_heads) + "/" +
+                 std::to_string(c.n_kv_heads) + " head_dim=" + std::to_string(c.head_dim));
+    expect_matches(run(c, d), want);
+  }
+}
+
+TEST(AttentionSmall, RaggedBatchesAcrossHeadSizesAndGqaRatios) {
+  uint32_t seed = 1;
+  for (int64_t head_dim : {16, 64, 128, 80, 8, 24}) {
+    for (auto [n_heads, n_kv_heads] : {std::pair{4, 4}, {4, 2}, {8, 2}}) {
+      check_all_isas({n_heads, n_kv_heads, head_dim, 400, 30, ragged(), 3.0f}, seed += 100);
+    }
+  }
+}
+
+TEST(AttentionSmall, SingleDecodeTokenLongCache) {
+  check_all_isas({16, 8, 128, 1100, 1, {{1024, 0, 1}}, 3.0f}, 7);
+}
+
+TEST(AttentionSmall, VerifyEightTokens) {
+  check_all_isas({16, 8, 128, 1100, 8, {{1000, 0, 8}}, 3.0f}, 8);
+}
+
+// Scores in the hundreds overflow exp without the max subtraction. Integer data keeps them exact
+// in f32 (scale 1/8 is a power of two), so only the softmax itself is under test.
+TEST(AttentionSmall, LargeScoresStayFinite) {
+  check_all_isas({4, 2, 64, 200, 4, {{100, 0, 4}}, 400.0f, /*integers=*/true}, 9);
+}
+
+// Verifying 8 tokens must give each token bitwise the output it gets when decoded alone, and a
+// sequence must not be affected by others in the batch: speculative decoding compares them.
+TEST(AttentionSmall, TokenOutputIndependentOfBatching) {
+  DispatchGuard guard;
+  const Case batched{16, 8, 128, 400, 13, {{290, 0, 8}, {37, 8, 5}}, 3.0f};
+  const Data d = make_data(batched, 21);
+  for (Isa isa : available_isas()) {
+    set_isa(isa);
+    SCOPED_TRACE(isa_name(isa));
+    const std::vector<float> together = run(batched, d);
+    const int64_t token_size = batched.n_heads * batched.head_dim;
+    for (size_t s = 0; s < batched.seqs.size(); ++s) {
+      const SeqSpec seq = batched.seqs[s];
+      for (int64_t i = 0; i < seq.n_new; ++i) {
+        // The same token decoded alone: one sequence, one new token at position n_past + i.
+        Case alone = batched;
+        alone.n_tokens = 1;
+        alone.seqs = {{seq.n_past + i, 0, 1}};
+        Data d_alone;
+        const float* q = d.q.data() + (seq.token_begin + i) * token_size;
+        d_alone.q.assign(q, q + token_size);
+        d_alone.k = {d.k[s]};
+        d_alone.v = {d.v[s]};
+        const std::vector<float> single = run(alone, d_alone);
+        const float* row = together.data() + (seq.token_begin + i) * token_size;
+        for (int64_t e = 0; e < token_size; ++e) {
+          ASSERT_EQ(single[e], row[e]) << "seq " << s << " token " << i << " element " << e;
+        }
+      }
+    }
+  }
+}
+
+TEST(AttentionSmall, NoSequencesTouchesNothing) {
+  const float q[16] = {};
+  std::vector<float> out(16, 5.0f);
+  attention_small(q, nullptr, 0, 1, 1, 16, 4, 1.0f, out.data());
+  for (float v : out) EXPECT_EQ(v, 5.0f);
+}
+
+}  // namespace
+}  // namespace dspark::kernels

@@ -1,0 +1,255 @@
+// linear_small against a double-precision reference, for every ISA variant this CPU supports,
+// both weight dtypes and both bf16 math modes.
+//
+// Errors are measured against the natural scale of a dot product, sum_i |x_i w_i| (a relative
+// error on y itself is meaningless when terms cancel):
+//  - exact modes (f32 weights, bf16 weights widened exactly): only f32 summation differs from the
+//    reference; 16-lane accumulation of k <= ~1000 terms stays around 1e-7..1e-6, so 1e-5 leaves
+//    margin. A kernel that drops or duplicates one term errs by ~1/k of the scale (>= 1e-3 here),
+//    and one that rounds activations to bf16 by ~2^-9 / sqrt(k) (~6e-5 at k = 1029, more for
+//    smaller k; ExactToleranceRejectsBf16Activations checks that this is caught).
+//  - kDotBf16: activations are rounded to bf16 (relative error <= 2^-9 each), so against the f32
+//    reference the error can reach 2^-9 of the scale; we allow 4e-3 (2^-8). Against a reference
+//    that rounds x to bf16 itself, only summation remains and 1e-5 applies again, which also pins
+//    the rounding mode (truncation instead of round-to-nearest-even would fail it).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/kernels/bf16.h"
+#include "model/kernels/cpu_isa.h"
+#include "model/kernels/kernel_test_util.h"
+#include "model/kernels/linear_small.h"
+
+namespace dspark::kernels {
+namespace {
+
+using testing::DispatchGuard;
+using testing::random_floats;
+
+constexpr double kExactTolerance = 1e-5;
+constexpr double kDotBf16Tolerance = 4e-3;
+
+struct Shape {
+  int64_t m, k, n;
+};
+
+// k with and without tails of 16/32; n around the 8-row blocks and large enough to use threads.
+std::vector<Shape> shapes() {
+  const int64_t ms[] = {1, 2, 3, 7, 8, 9, 16, 33, 64};
+  const std::pair<int64_t, int64_t> kns[] = {{1, 1},     {7, 3},     {16, 16},  {17, 9},
+                                             {31, 33},   {32, 64},   {33, 17},  {100, 70},
+                                             {257, 131}, {1029, 43}, {64, 1030}};
+  std::vector<Shape> result;
+  for (int64_t m : ms) {
+    for (auto [k, n] : kns) result.push_back({m, k, n});
+  }
+  return result;
+}
+
+// Weights of one shape in both dtypes; the f32 copy holds the bf16 values exactly, so both
+// dtypes share one reference.
+struct Operands {
+  std::vector<float> x;          // [m, k]
+  std::vector<uint16_t> w_bf16;  // [n, k]
+  std::vector<float> w_f32;      // [n, k], bf16-representable
+  // One element of slack in front so the data does not start on a vector boundary.
+  const float* x_ptr() const { return x.data() + 1; }
+  const uint16_t* w_bf16_ptr() const { return w_bf16.data() + 1; }
+  const float* w_f32_ptr() const { return w_f32.data() + 1; }
+};
+
+Operands make_operands(const Shape& s, uint32_t seed) {
+  Operands o;
+  o.x = random_floats(static_cast<size_t>(s.m * s.k + 1), -2.0f, 2.0f, seed);
+  const std::vector<float> w =
+      random_floats(static_cast<size_t>(s.n * s.k + 1), -1.0f, 1.0f, seed + 1);
+  for (float v : w) {
+    o.w_bf16.push_back(f32_to_bf16(v));
+    o.w_f32.push_back(bf16_to_f32(o.w_bf16.back()));
+  }
+  return o;
+}
+
+struct Reference {
+  std::vector<double> y;      // [m, n]
+  std::vector<double> scale;  // [m, n]: sum_i |x_i w_i|
+};
+
+// round_x: multiply with x rounded to bf16, as kDotBf16 does.
+Reference reference(const Shape& s, const Operands& o, bool round_x) {
+  Reference r{std::vector<double>(s.m * s.n), std::vector<double>(s.m * s.n)};
+  for (int64_t i = 0; i < s.m; ++i) {
+    for (int64_t j = 0; j < s.n; ++j) {
+      double sum = 0, scale = 0;
+      for (int64_t t = 0; t < s.k; ++t) {
+        float xv = o.x_ptr()[i * s.k + t];
+        if (round_x) xv = bf16_to_f32(f32_to_bf16(xv));
+        const double term = double{xv} * o.w_f32_ptr()[j * s.k + t];
+        sum += term;
+        scale += std::fabs(term);
+      }
+      r.y[i * s.n + j] = sum;
+      r.scale[i * s.n + j] = scale;
+    }
+  }
+  return r;
+}
+
+// Largest |y - ref| / scale over the output.
+double max_scaled_error(const std::vector<float>& y, const Reference& ref) {
+  double worst = 0;
+  for (size_t i = 0; i < ref.y.size(); ++i) {
+    const double err = std::fabs(y[i] - ref.y[i]) / std::max(ref.scale[i], 1e-30);
+    worst = std::max(worst, std::isnan(err) ? 1e30 : err);
+  }
+  return worst;
+}
+
+// Runs the kernel into a buffer with sentinels after the output, checking they survive.
+std::vector<float> run(const Shape& s, const Operands& o, WeightDType dtype) {
+  constexpr float kSentinel = 12345.0f;
+  constexpr int64_t kGuard = 16;
+  std::vector<float> y(static_cast<size_t>(s.m * s.n + kGuard), kSentinel);
+  const void* w = dtype == WeightDType::kF32 ? static_cast<const void*>(o.w_f32_ptr())
+                                             : static_cast<const void*>(o.w_bf16_ptr());
+  linear_small(o.x_ptr(), s.m, s.k, w, dtype, s.n, y.data());
+  for (int64_t i = 0; i < kGuard; ++i) EXPECT_EQ(y[s.m * s.n + i], kSentinel) << "wrote past y";
+  y.resize(static_cast<size_t>(s.m * s.n));
+  return y;
+}
+
+std::string describe(const Shape& s) {
+  return "m=" + std::to_string(s.m) + " k=" + std::to_string(s.k) + " n=" + std::to_string(s.n);
+}
+
+TEST(LinearSmall, EveryIsaAndModeMatchesReference) {
+  DispatchGuard guard;
+  uint32_t seed = 1;
+  for (const Shape& s : shapes()) {
+    const Operands o = make_operands(s, seed += 2);
+    const Reference exact = reference(s, o, /*round_x=*/false);
+    const Reference rounded_x = reference(s, o, /*round_x=*/true);
+    for (Isa isa : available_isas()) {
+      set_isa(isa);
+      for (Bf16Math math : {Bf16Math::kExact, Bf16Math::kDotBf16}) {
+        set_bf16_math(math);
+        SCOPED_TRACE(describe(s) + " isa=" + isa_name(isa) +
+                     (math == Bf16Math::kExact ? " exact" : " dot_bf16"));
+        EXPECT_LT(max_scaled_error(run(s, o, WeightDType::kF32), exact), kExactTolerance);
+        const std::vector<float> y_bf16 = run(s, o, WeightDType::kBF16);
+        const bool dot = math == Bf16Math::kDotBf16 && isa == Isa::kAvx512Bf16;
+        if (dot) {
+          EXPECT_LT(max_scaled_error(y_bf16, rounded_x), kExactTolerance);
+          EXPECT_LT(max_scaled_error(y_bf16, exact), kDotBf16Tolerance);
+        } else {
+          EXPECT_LT(max_scaled_error(y_bf16, exact), kExactTolerance);
+        }
+      }
+    }
+  }
+}
+
+// The exact tolerance must be tight enough to notice bf16-rounded activations, or the test above
+// could not tell the two modes apart.
+TEST(LinearSmall, ExactToleranceRejectsBf16Activations) {
+  for (const Shape& s : {Shape{1, 1029, 43}, Shape{8, 257, 131}, Shape{4, 64, 1030}}) {
+    const Operands o = make_operands(s, 99);
+    const Reference exact = reference(s, o, false);
+    const Reference rounded_x = reference(s, o, true);
+    std::vector<float> y(rounded_x.y.begin(), rounded_x.y.end());
+    EXPECT_GT(max_scaled_error(y, exact), kExactTolerance) << describe(s);
+  }
+}
+
+TEST(LinearSmall, ZeroKGivesZeros) {
+  DispatchGuard guard;
+  const float x[2] = {};
+  const float w[3] = {};
+  for (Isa isa : available_isas()) {
+    set_isa(isa);
+    std::vector<float> y(6, 7.0f);
+    linear_small(x, 2, 0, w, WeightDType::kF32, 3, y.data());
+    for (float v : y) EXPECT_EQ(v, 0.0f) << isa_name(isa);
+  }
+}
+
+// Every variant must give the same numbers whether the call runs on one thread or is split.
+TEST(LinearSmall, IndependentOfColumnSplit) {
+  DispatchGuard guard;
+  const Shape s{3, 200, 999};
+  const Operands o = make_operands(s, 7);
+  for (Isa isa : available_isas()) {
+    set_isa(isa);
+    const std::vector<float> whole = run(s, o, WeightDType::kBF16);
+    // Columns one at a time: the same weights, no thread split, tails everywhere.
+    std::vector<float> by_column(s.m * s.n);
+    for (int64_t j = 0; j < s.n; ++j) {
+      std::vector<float> col(s.m);
+      linear_small(o.x_ptr(), s.m, s.k, o.w_bf16_ptr() + j * s.k, WeightDType::kBF16, 1,
+                   col.data());
+      for (int64_t i = 0; i < s.m; ++i) by_column[i * s.n + j] = col[i];
+    }
+    const Reference exact = reference(s, o, false);
+    EXPECT_LT(max_scaled_error(by_column, exact), kExactTolerance) << isa_name(isa);
+    EXPECT_LT(max_scaled_error(whole, exact), kExactTolerance) << isa_name(isa);
+  }
+}
+
+// A row's result must not depend on which other rows share the call: speculative decoding needs
+// verify (m = 8) to reproduce decode (m = 1) bit for bit. The summation order per output is fixed
+// by k alone, whatever the register tile, so exact equality is expected.
+TEST(LinearSmall, RowsAreBitwiseIndependentOfBatch) {
+  DispatchGuard guard;
+  const Shape s{9, 333, 70};
+  const Operands o = make_operands(s, 11);
+  for (Isa isa : available_isas()) {
+    set_isa(isa);
+    for (Bf16Math math : {Bf16Math::kExact, Bf16Math::kDotBf16}) {
+      set_bf16_math(math);
+      for (WeightDType dtype : {WeightDType::kF32, WeightDType::kBF16}) {
+        SCOPED_TRACE(std::string(isa_name(isa)) + (math == Bf16Math::kExact ? " exact" : " dot"));
+        const std::vector<float> batch = run(s, o, dtype);
+        const void* w = dtype == WeightDType::kF32 ? static_cast<const void*>(o.w_f32_ptr())
+                                                   : static_cast<const void*>(o.w_bf16_ptr());
+        for (int64_t i = 0; i < s.m; ++i) {
+          std::vector<float> single(s.n);
+          linear_small(o.x_ptr() + i * s.k, 1, s.k, w, dtype, s.n, single.data());
+          for (int64_t j = 0; j < s.n; ++j)
+            ASSERT_EQ(single[j], batch[i * s.n + j]) << i << "," << j;
+        }
+      }
+    }
+  }
+}
+
+TEST(CpuIsa, NamesRoundTripAndGenericIsAlwaysAvailable) {
+  for (Isa isa : {Isa::kGeneric, Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Bf16}) {
+    EXPECT_EQ(parse_isa(isa_name(isa)), isa);
+  }
+  EXPECT_THROW(parse_isa("sse9"), std::exception);
+  const std::vector<Isa> isas = available_isas();
+  ASSERT_FALSE(isas.empty());
+  EXPECT_EQ(isas.front(), Isa::kGeneric);
+  EXPECT_TRUE(isa_available(current_isa()));
+}
+
+TEST(CpuIsa, SetIsaRejectsUnsupportedLevels) {
+  DispatchGuard guard;
+  for (Isa isa : {Isa::kGeneric, Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Bf16}) {
+    if (isa_available(isa)) {
+      set_isa(isa);
+      EXPECT_EQ(current_isa(), isa);
+      EXPECT_STREQ(isa_name(), isa_name(isa));
+    } else {
+      EXPECT_THROW(set_isa(isa), std::exception);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace dspark::kernels
