@@ -8,6 +8,7 @@
 #include "cli/cli_common.h"
 #include "cli/commands.h"
 #include "model/blas_check.h"
+#include "model/threads.h"
 #include "model/kernels/cpu_isa.h"
 
 namespace dspark::cli {
@@ -26,7 +27,7 @@ nlohmann::json to_json(const bench::ForwardBenchResult& r, const model::Transfor
     points.push_back({{"shape", p.shape}, {"context", p.context}, {"B", p.n_new}, {"median_ms", p.median_ms},
                       {"steps_per_s", p.steps_per_s}, {"runs_ms", p.runs_ms}});
   return {{"weight_dtype", dtype}, {"weight_bytes", r.weight_bytes}, {"isa", kernels::isa_name()},
-          {"blas", model::detect_blas().library}, {"threads", torch::get_num_threads()},
+          {"blas", model::detect_blas().library}, {"threads", model::num_threads()},
           {"decode_step_ms", r.decode_step_ms}, {"weight_gb_per_s", r.weight_gb_per_s},
           {"decode_tokens_per_s", r.decode_tokens_per_s}, {"points", points}, {"skipped", r.skipped},
           {"n_layers", model.config().n_layers}, {"hidden_size", model.config().hidden_size}};

@@ -3,10 +3,14 @@
 
 #include "cli/commands.h"
 #include "common/error.h"
+#include "model/threads.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"dspark: lossless speculative decoding (DSpark) for Hugging Face Qwen3/Llama models"};
   app.require_subcommand(1);
+  int n_threads = 0;
+  app.add_option("--threads", n_threads, "threads for the kernels and libtorch (default: all cores)");
+  app.parse_complete_callback([&] { dspark::model::set_num_threads(n_threads); });
   dspark::cli::register_tokenize(app);
   dspark::cli::register_logits(app);
   dspark::cli::register_generate(app);
