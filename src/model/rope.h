@@ -17,6 +17,7 @@ class Rope {
   // k) can share one evaluation.
   std::pair<torch::Tensor, torch::Tensor> cos_sin(const torch::Tensor& positions) const;
   static torch::Tensor apply(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin);
+  const torch::Tensor& inv_freq() const { return inv_freq_; }  // [head_dim / 2] f64
 
  private:
   torch::Tensor inv_freq_;  // [head_dim / 2] f64

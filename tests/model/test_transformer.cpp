@@ -229,6 +229,36 @@ TEST(Checkpoint, ShardedLoadsLikeSingleFile) {
   EXPECT_TRUE(torch::equal(all_logits(single, ids), all_logits(sharded, ids)));
 }
 
+// The Llama path (no q/k norm, attention biases, llama3 RoPE scaling, untied head): a ragged step
+// equals the sequences run alone, and the fast and libtorch paths agree on a long prefill.
+TEST(Forward, LlamaArchitectureRaggedEqualsSingles) {
+  torch::NoGradGuard no_grad;
+  test::TempDir dir;
+  nlohmann::json j = {{"architectures", {"LlamaForCausalLM"}}, {"model_type", "llama"}, {"vocab_size", 300},
+                      {"hidden_size", 64}, {"intermediate_size", 96}, {"num_hidden_layers", 2},
+                      {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"rms_norm_eps", 1e-5},
+                      {"rope_theta", 500000.0}, {"attention_bias", true}, {"tie_word_embeddings", false},
+                      {"rope_scaling", {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0},
+                                        {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 64}}},
+                      {"torch_dtype", "float32"}, {"eos_token_id", 2}};
+  const ModelConfig config = ModelConfig::from_json(j, "llama-test");
+  EXPECT_FALSE(config.qk_norm);
+  write_random_checkpoint(config, (dir / "llama").string(), {3, 0});
+  Transformer model = Transformer::load((dir / "llama").string(), {WeightDType::kF32});
+  const std::vector<int64_t> a = iota_ids(90, 1, 300), b = iota_ids(7, 2, 300);
+  const torch::Tensor long_alone = all_logits(model, a);  // 90 rows: libtorch path
+
+  KvCache cache = model.make_cache(2, 128);
+  ForwardBatch batch;
+  batch.seqs = {{*cache.allocate(), 40}, {*cache.allocate(), 7}};
+  batch.token_ids.assign(a.begin(), a.begin() + 40);
+  batch.token_ids.insert(batch.token_ids.end(), b.begin(), b.end());
+  batch.logit_rows = {39, 46};
+  const torch::Tensor together = model.forward(cache, batch).logits;  // 47 rows: fast path
+  EXPECT_LE((together[0] - long_alone[39]).abs().max().item<double>(), 1e-5);
+  EXPECT_LE((together[1] - all_logits(model, b)[6]).abs().max().item<double>(), 1e-5);
+}
+
 TEST(Forward, RejectsOutOfRangeTokenIds) {
   torch::NoGradGuard no_grad;
   Transformer model = Transformer::load(fixture("tiny-qwen3-tied").string(), {WeightDType::kF32});
