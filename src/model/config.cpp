@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "common/error.h"
+#include "common/one_line_error.h"
 
 namespace dspark::model {
 
@@ -19,13 +20,7 @@ namespace {
 constexpr const char* kQwen3Arch = "Qwen3ForCausalLM";
 constexpr const char* kLlamaArch = "LlamaForCausalLM";
 
-// One line, whatever the file or tensor names contain.
-[[noreturn]] void fail(const std::string& source, const std::string& problem) {
-  std::string msg = source + ": " + problem;
-  for (char& c : msg)
-    if (c == '\n' || c == '\r') c = ' ';
-  throw Error(msg);
-}
+[[noreturn]] void fail(const std::string& source, const std::string& problem) { fail_one_line(source, problem); }
 
 // A JSON value for a message: compact, one line, bounded.
 std::string brief(const json& v) {

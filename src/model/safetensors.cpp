@@ -20,6 +20,7 @@
 #include <utility>
 
 #include "common/error.h"
+#include "common/one_line_error.h"
 
 namespace dspark::model {
 
@@ -31,13 +32,7 @@ namespace {
 constexpr uint64_t kMaxHeaderBytes = 100ull << 20;  // same limit as the reference safetensors crate
 constexpr const char* kIndexName = "model.safetensors.index.json";
 
-// One line, whatever the file or tensor names contain.
-[[noreturn]] void fail(const std::string& file, const std::string& problem) {
-  std::string msg = file + ": " + problem;
-  for (char& c : msg)
-    if (c == '\n' || c == '\r') c = ' ';
-  throw Error(msg);
-}
+[[noreturn]] void fail(const std::string& file, const std::string& problem) { fail_one_line(file, problem); }
 
 // 'name' for messages: one line, bounded length, control bytes escaped.
 std::string quote(const std::string& s) {

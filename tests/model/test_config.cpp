@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "test_util.h"
 
 namespace dspark::model {
 namespace {
@@ -19,25 +20,7 @@ using nlohmann::json;
 
 const std::string kFixtures = std::string(DSPARK_SHARED_DIR) + "/fixtures";
 
-class TempDir {
- public:
-  TempDir() {
-    static int counter = 0;
-    path_ = fs::path(::testing::TempDir()) /
-            ("dspark_cfg_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  std::string str() const { return path_.string(); }
-
- private:
-  fs::path path_;
-};
+using test::TempDir;
 
 void write_text(const std::string& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary);

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "test_util.h"
 
 namespace dspark::model {
 namespace {
@@ -25,26 +26,7 @@ using nlohmann::json;
 
 const std::string kFixtures = std::string(DSPARK_SHARED_DIR) + "/fixtures";
 
-// A fresh directory under the test temp dir, removed afterwards.
-class TempDir {
- public:
-  TempDir() {
-    static int counter = 0;
-    path_ = fs::path(::testing::TempDir()) /
-            ("dspark_st_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  std::string str() const { return path_.string(); }
-
- private:
-  fs::path path_;
-};
+using test::TempDir;
 
 void write_bytes(const std::string& path, const std::string& bytes) {
   std::ofstream out(path, std::ios::binary);
