@@ -16,12 +16,15 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 // One token per row of logits [n, vocab], each row drawn with its own stream.
 std::vector<int64_t> next_tokens(const torch::Tensor& logits, const sampling::SamplingParams& params,
                                  std::vector<sampling::Rng*> rngs) {
-  torch::Tensor probs = sampling::sampling_probs(logits, params).cpu().contiguous();
+  // Greedy needs no probability vector: the argmax of the logits is the token.
+  torch::Tensor rows = (params.greedy() ? logits.to(torch::kFloat32) : sampling::sampling_probs(logits, params))
+                           .cpu()
+                           .contiguous();
   std::vector<int64_t> tokens;
-  for (int64_t r = 0; r < probs.size(0); ++r) {
-    const float* row = probs[r].data_ptr<float>();
-    tokens.push_back(params.greedy() ? sampling::argmax(row, probs.size(1))
-                                     : sampling::sample_from_probs(row, probs.size(1), *rngs[r]));
+  for (int64_t r = 0; r < rows.size(0); ++r) {
+    const float* row = rows[r].data_ptr<float>();
+    tokens.push_back(params.greedy() ? sampling::argmax(row, rows.size(1))
+                                     : sampling::sample_from_probs(row, rows.size(1), *rngs[r]));
   }
   return tokens;
 }

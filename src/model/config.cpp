@@ -29,15 +29,6 @@ std::string brief(const json& v) {
   return std::string(v.type_name()) + " " + s;
 }
 
-std::string json_reason(const std::exception& e) {
-  std::string what = e.what();
-  if (!what.empty() && what[0] == '[') {
-    size_t close = what.find("] ");
-    if (close != std::string::npos) what = what.substr(close + 2);
-  }
-  if (what.size() > 300) what = what.substr(0, 300) + "...";  // "last read" may quote a huge token
-  return what;
-}
 
 json read_json_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -48,7 +39,7 @@ json read_json_file(const std::string& path) {
   try {
     return json::parse(ss.str());
   } catch (const json::exception& e) {
-    fail(path, "not valid JSON: " + json_reason(e));
+    fail(path, "not valid JSON: " + json_error_reason(e));
   }
 }
 
@@ -335,7 +326,7 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& source_name
   try {
     return parse_model_config(j, source_name, allow_any_architecture);
   } catch (const json::exception& e) {  // safety net: every access above is type-checked
-    fail(source_name, json_reason(e));
+    fail(source_name, json_error_reason(e));
   }
 }
 
@@ -397,7 +388,7 @@ GenerationConfig GenerationConfig::load_or_default(const std::string& model_dir,
     g.top_p = r.opt_double("top_p").value_or(g.top_p);
     g.min_p = r.opt_double("min_p").value_or(g.min_p);
   } catch (const json::exception& e) {
-    fail(file, json_reason(e));
+    fail(file, json_error_reason(e));
   }
   if (g.temperature < 0) fail(file, "temperature must be >= 0");
   if (g.top_k < 0) fail(file, "top_k must be >= 0");

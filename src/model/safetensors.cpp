@@ -57,16 +57,6 @@ std::string shape_str(const std::vector<int64_t>& shape) {
   return out + "]";
 }
 
-// nlohmann's what() minus the "[json.exception.parse_error.101] " prefix.
-std::string json_reason(const std::exception& e) {
-  std::string what = e.what();
-  if (!what.empty() && what[0] == '[') {
-    size_t close = what.find("] ");
-    if (close != std::string::npos) what = what.substr(close + 2);
-  }
-  if (what.size() > 300) what = what.substr(0, 300) + "...";  // "last read" may quote a huge token
-  return what;
-}
 
 // Byte size of every safetensors dtype, and the DType for those we load.
 struct DTypeInfo {
@@ -203,7 +193,7 @@ class ArchiveBuilder {
     try {
       header = json::parse(begin, end, cb);
     } catch (const json::exception& e) {
-      fail(path, "header is not valid JSON: " + json_reason(e));
+      fail(path, "header is not valid JSON: " + json_error_reason(e));
     }
     if (!header.is_object()) fail(path, "header is not a JSON object");
     if (!duplicate.empty()) fail(path, "header lists tensor " + quote(duplicate) + " twice");
@@ -316,7 +306,7 @@ void load_index(const std::string& index_path, ArchiveBuilder& builder,
   try {
     index = json::parse(text);
   } catch (const json::exception& e) {
-    fail(index_path, "not valid JSON: " + json_reason(e));
+    fail(index_path, "not valid JSON: " + json_error_reason(e));
   }
   if (!index.is_object()) fail(index_path, "not a JSON object");
   auto wm = index.find("weight_map");
@@ -518,7 +508,7 @@ std::string build_header(const std::string& path, const std::vector<TensorToWrit
   try {
     text = header.dump();
   } catch (const nlohmann::json::exception& e) {
-    fail(path, "cannot encode header: " + json_reason(e));
+    fail(path, "cannot encode header: " + json_error_reason(e));
   }
   text.append((8 - text.size() % 8) % 8, ' ');
   return text;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "expect_error.h"
 #include "test_util.h"
 
 namespace dspark::model {
@@ -27,20 +28,7 @@ void write_text(const std::string& path, const std::string& text) {
   out << text;
 }
 
-void expect_error(const std::function<void()>& fn, const std::vector<std::string>& needles) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    std::string msg = e.what();
-    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
-    for (const auto& n : needles) EXPECT_NE(msg.find(n), std::string::npos) << "'" << n << "' not in: " << msg;
-    return;
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "expected dspark::Error, got std::exception: " << e.what();
-    return;
-  }
-  ADD_FAILURE() << "expected dspark::Error, nothing thrown";
-}
+using test::expect_error;
 
 // A Llama-3.1-style config, shrunk.
 json llama3_json() {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "expect_error.h"
 #include "test_util.h"
 
 namespace dspark::model {
@@ -49,21 +50,7 @@ std::string raw_file(const std::string& header, size_t data_bytes) {
   return le64(header.size()) + header + std::string(data_bytes, '\x5a');
 }
 
-// Runs fn, expects a dspark::Error whose single-line message contains every needle.
-void expect_error(const std::function<void()>& fn, const std::vector<std::string>& needles) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    std::string msg = e.what();
-    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
-    for (const auto& n : needles) EXPECT_NE(msg.find(n), std::string::npos) << "'" << n << "' not in: " << msg;
-    return;
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "expected dspark::Error, got std::exception: " << e.what();
-    return;
-  }
-  ADD_FAILURE() << "expected dspark::Error, nothing thrown";
-}
+using test::expect_error;
 
 void expect_open_error(const std::string& path, const std::vector<std::string>& needles) {
   std::vector<std::string> all = needles;
