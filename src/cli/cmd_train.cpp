@@ -6,6 +6,7 @@ void register_train(CLI::App& app) {
   CLI::App* train = app.add_subcommand("train", "training: tokenizer, target, drafters");
   train->require_subcommand(1);
   register_train_tokenizer(*train);
+  register_train_target(*train);
 }
 
 }  // namespace dspark::cli

@@ -6,7 +6,7 @@ namespace dspark::model {
 
 bool uses_small_batch_kernel(const torch::Tensor& x, const torch::Tensor& weight) {
   const bool needs_grad = torch::GradMode::is_enabled() && (x.requires_grad() || weight.requires_grad());
-  return x.is_cpu() && weight.is_cpu() && !needs_grad && x.size(0) <= kSmallBatchRows &&
+  return x.is_cpu() && weight.is_cpu() && !needs_grad && x.dim() == 2 && x.size(0) <= kSmallBatchRows &&
          (weight.scalar_type() == torch::kFloat32 || weight.scalar_type() == torch::kBFloat16);
 }
 

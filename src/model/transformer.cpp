@@ -1,8 +1,13 @@
 #include "model/transformer.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "common/error.h"
 #include "model/kernels/attention_small.h"
@@ -23,7 +28,8 @@ torch::ScalarType to_scalar_type(DType dtype) {
   DSPARK_ASSERT(false);
 }
 
-// Copies a checkpoint tensor out of the mmap into an owned tensor of the requested dtype.
+}  // namespace
+
 torch::Tensor read_tensor(const SafetensorsArchive& archive, const std::string& name,
                           const std::vector<int64_t>& shape, torch::ScalarType dtype) {
   const TensorView& view = archive.get(name, shape);
@@ -31,6 +37,8 @@ torch::Tensor read_tensor(const SafetensorsArchive& archive, const std::string& 
                                         torch::TensorOptions().dtype(to_scalar_type(view.dtype)));
   return blob.to(dtype, /*non_blocking=*/false, /*copy=*/true).contiguous();
 }
+
+namespace {
 
 std::string layer_prefix(int64_t layer) { return "model.layers." + std::to_string(layer) + "."; }
 
@@ -61,34 +69,8 @@ void Transformer::load_weights(const std::string& dir) {
   auto vector = [&](const std::string& name, int64_t size) {
     return read_tensor(archive, name, {size}, torch::kFloat32);
   };
-  auto bias = [&](const std::string& name, int64_t size) {
-    return c.attention_bias ? vector(name, size) : torch::Tensor();
-  };
-  const int64_t q_dim = c.n_heads * c.head_dim, kv_dim = c.n_kv_heads * c.head_dim;
-
   embed_ = matrix("model.embed_tokens.weight", {c.vocab_size, c.hidden_size});
-  for (int64_t l = 0; l < c.n_layers; ++l) {
-    const std::string p = layer_prefix(l);
-    DecoderLayer layer;
-    layer.input_norm = vector(p + "input_layernorm.weight", c.hidden_size);
-    layer.qkv.weight = torch::cat({matrix(p + "self_attn.q_proj.weight", {q_dim, c.hidden_size}),
-                                   matrix(p + "self_attn.k_proj.weight", {kv_dim, c.hidden_size}),
-                                   matrix(p + "self_attn.v_proj.weight", {kv_dim, c.hidden_size})});
-    if (c.attention_bias)
-      layer.qkv.bias = torch::cat({bias(p + "self_attn.q_proj.bias", q_dim), bias(p + "self_attn.k_proj.bias", kv_dim),
-                                   bias(p + "self_attn.v_proj.bias", kv_dim)});
-    if (c.qk_norm) {
-      layer.q_norm = vector(p + "self_attn.q_norm.weight", c.head_dim);
-      layer.k_norm = vector(p + "self_attn.k_norm.weight", c.head_dim);
-    }
-    layer.o_proj.weight = matrix(p + "self_attn.o_proj.weight", {c.hidden_size, q_dim});
-    layer.o_proj.bias = bias(p + "self_attn.o_proj.bias", c.hidden_size);
-    layer.post_norm = vector(p + "post_attention_layernorm.weight", c.hidden_size);
-    layer.gate_up.weight = torch::cat({matrix(p + "mlp.gate_proj.weight", {c.intermediate_size, c.hidden_size}),
-                                       matrix(p + "mlp.up_proj.weight", {c.intermediate_size, c.hidden_size})});
-    layer.down.weight = matrix(p + "mlp.down_proj.weight", {c.hidden_size, c.intermediate_size});
-    layers_.push_back(std::move(layer));
-  }
+  for (int64_t l = 0; l < c.n_layers; ++l) layers_.push_back(load_decoder_layer(archive, layer_prefix(l), c, matrix_dtype));
   final_norm_ = vector("model.norm.weight", c.hidden_size);
   lm_head_.weight = c.tie_word_embeddings ? embed_ : matrix("lm_head.weight", {c.vocab_size, c.hidden_size});
 
@@ -164,36 +146,79 @@ torch::Tensor Transformer::attention(const torch::Tensor& q, KvCache& cache, int
   return out.view({q.size(0), c.n_heads * c.head_dim});
 }
 
-torch::Tensor Transformer::layer_forward(int64_t l, const torch::Tensor& x, const torch::Tensor& cos,
-                                         const torch::Tensor& sin, KvCache& cache, const ForwardBatch& batch,
-                                         const std::vector<int64_t>& n_past, const torch::Tensor& write_slots,
-                                         const torch::Tensor& write_positions) const {
-  const ModelConfig& c = config_;
-  const DecoderLayer& layer = layers_[l];
-  const int64_t n = x.size(0);
+DecoderLayer load_decoder_layer(const SafetensorsArchive& archive, const std::string& p, const ModelConfig& c,
+                                torch::ScalarType matrix_dtype) {
+  auto matrix = [&](const std::string& name, std::vector<int64_t> shape) {
+    return read_tensor(archive, name, shape, matrix_dtype);
+  };
+  auto vector = [&](const std::string& name, int64_t size) { return read_tensor(archive, name, {size}, torch::kFloat32); };
+  auto bias = [&](const std::string& name, int64_t size) { return c.attention_bias ? vector(name, size) : torch::Tensor(); };
   const int64_t q_dim = c.n_heads * c.head_dim, kv_dim = c.n_kv_heads * c.head_dim;
+  DecoderLayer layer;
+  layer.input_norm = vector(p + "input_layernorm.weight", c.hidden_size);
+  layer.qkv.weight = torch::cat({matrix(p + "self_attn.q_proj.weight", {q_dim, c.hidden_size}),
+                                 matrix(p + "self_attn.k_proj.weight", {kv_dim, c.hidden_size}),
+                                 matrix(p + "self_attn.v_proj.weight", {kv_dim, c.hidden_size})});
+  if (c.attention_bias)
+    layer.qkv.bias = torch::cat({bias(p + "self_attn.q_proj.bias", q_dim), bias(p + "self_attn.k_proj.bias", kv_dim),
+                                 bias(p + "self_attn.v_proj.bias", kv_dim)});
+  if (c.qk_norm) {
+    layer.q_norm = vector(p + "self_attn.q_norm.weight", c.head_dim);
+    layer.k_norm = vector(p + "self_attn.k_norm.weight", c.head_dim);
+  }
+  layer.o_proj.weight = matrix(p + "self_attn.o_proj.weight", {c.hidden_size, q_dim});
+  layer.o_proj.bias = bias(p + "self_attn.o_proj.bias", c.hidden_size);
+  layer.post_norm = vector(p + "post_attention_layernorm.weight", c.hidden_size);
+  layer.gate_up.weight = torch::cat({matrix(p + "mlp.gate_proj.weight", {c.intermediate_size, c.hidden_size}),
+                                     matrix(p + "mlp.up_proj.weight", {c.intermediate_size, c.hidden_size})});
+  layer.down.weight = matrix(p + "mlp.down_proj.weight", {c.hidden_size, c.intermediate_size});
+  return layer;
+}
 
+std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> attention_inputs(const DecoderLayer& layer, const ModelConfig& c,
+                                                                         const torch::Tensor& x, const torch::Tensor& cos,
+                                                                         const torch::Tensor& sin) {
+  const int64_t q_dim = c.n_heads * c.head_dim, kv_dim = c.n_kv_heads * c.head_dim;
+  std::vector<int64_t> lead(x.sizes().begin(), x.sizes().end() - 1);
+  auto heads = [&](int64_t n, int64_t hd) {
+    std::vector<int64_t> shape = lead;
+    shape.push_back(n);
+    shape.push_back(hd);
+    return shape;
+  };
+  const int64_t last = x.dim() - 1;
   torch::Tensor qkv = layer.qkv.forward(rms_norm(x, layer.input_norm, c.rms_norm_eps));
-  torch::Tensor q = qkv.narrow(1, 0, q_dim).view({n, c.n_heads, c.head_dim});
-  torch::Tensor k = qkv.narrow(1, q_dim, kv_dim).view({n, c.n_kv_heads, c.head_dim});
-  torch::Tensor v = qkv.narrow(1, q_dim + kv_dim, kv_dim).view({n, c.n_kv_heads, c.head_dim});
+  torch::Tensor q = qkv.narrow(last, 0, q_dim).reshape(heads(c.n_heads, c.head_dim));
+  torch::Tensor k = qkv.narrow(last, q_dim, kv_dim).reshape(heads(c.n_kv_heads, c.head_dim));
+  torch::Tensor v = qkv.narrow(last, q_dim + kv_dim, kv_dim).reshape(heads(c.n_kv_heads, c.head_dim));
   if (c.qk_norm) {
     q = rms_norm(q, layer.q_norm, c.rms_norm_eps);
     k = rms_norm(k, layer.k_norm, c.rms_norm_eps);
   }
-  q = Rope::apply(q, cos, sin);
-  k = Rope::apply(k, cos, sin);
+  return {Rope::apply(q, cos, sin), Rope::apply(k, cos, sin), v};
+}
+
+torch::Tensor layer_output(const DecoderLayer& layer, const ModelConfig& c, const torch::Tensor& x,
+                           const torch::Tensor& attn) {
+  const int64_t last = x.dim() - 1;
+  torch::Tensor h = x + layer.o_proj.forward(attn);
+  torch::Tensor gate_up = layer.gate_up.forward(rms_norm(h, layer.post_norm, c.rms_norm_eps));
+  torch::Tensor act = torch::silu(gate_up.narrow(last, 0, c.intermediate_size)) *
+                      gate_up.narrow(last, c.intermediate_size, c.intermediate_size);
+  return h + layer.down.forward(act);
+}
+
+torch::Tensor Transformer::layer_forward(int64_t l, const torch::Tensor& x, const torch::Tensor& cos,
+                                         const torch::Tensor& sin, KvCache& cache, const ForwardBatch& batch,
+                                         const std::vector<int64_t>& n_past, const torch::Tensor& write_slots,
+                                         const torch::Tensor& write_positions) const {
+  auto [q, k, v] = attention_inputs(layers_[l], config_, x, cos, sin);
   // Advanced indices around a full slice put the token dimension first: the indexed view is
   // [n_tokens, n_kv_heads, head_dim], matching k and v.
   using torch::indexing::Slice;
   cache.keys(l).index_put_({write_slots, Slice(), write_positions}, k);
   cache.values(l).index_put_({write_slots, Slice(), write_positions}, v);
-
-  torch::Tensor h = x + layer.o_proj.forward(attention(q, cache, l, batch, n_past));
-  torch::Tensor gate_up = layer.gate_up.forward(rms_norm(h, layer.post_norm, c.rms_norm_eps));
-  torch::Tensor act = torch::silu(gate_up.narrow(1, 0, c.intermediate_size)) *
-                      gate_up.narrow(1, c.intermediate_size, c.intermediate_size);
-  return h + layer.down.forward(act);
+  return layer_output(layers_[l], config_, x, attention(q, cache, l, batch, n_past));
 }
 
 void Transformer::layer_forward_rows(int64_t l, torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
@@ -307,6 +332,102 @@ ForwardOutput Transformer::forward(KvCache& cache, const ForwardBatch& batch) {
   }
   for (const SeqChunk& seq : batch.seqs) cache.commit(seq.slot, seq.n_new);
   return out;
+}
+
+ForwardOutput Transformer::forward_sequences(const torch::Tensor& ids, const std::vector<int64_t>& capture_layers) const {
+  const ModelConfig& c = config_;
+  DSPARK_ASSERT(ids.dim() == 2);
+  const int64_t batch = ids.size(0), len = ids.size(1);
+  for (int64_t layer : capture_layers)
+    if (layer < 0 || layer >= c.n_layers) throw Error("capture layer " + std::to_string(layer) + " out of range");
+  auto [cos, sin] = rope_.cos_sin(torch::arange(len, ids.options()));  // [len, 1, hd]
+  torch::Tensor causal = torch::ones({len, len}, ids.options().dtype(torch::kBool)).triu(1);
+  const int64_t group = c.n_heads / c.n_kv_heads;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
+
+  ForwardOutput out;
+  out.layer_hidden.resize(capture_layers.size());
+  torch::Tensor x = embed_.index_select(0, ids.reshape({-1})).to(torch::kFloat32).view({batch, len, c.hidden_size});
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    auto [q, k, v] = attention_inputs(layers_[l], c, x, cos, sin);  // [b, len, heads, hd]
+    torch::Tensor qs = q.view({batch, len, c.n_kv_heads, group, c.head_dim}).permute({0, 2, 3, 1, 4});
+    torch::Tensor ks = k.permute({0, 2, 1, 3}).unsqueeze(2);  // [b, kv, 1, len, hd]
+    torch::Tensor vs = v.permute({0, 2, 1, 3}).unsqueeze(2);
+    torch::Tensor scores = torch::matmul(qs, ks.transpose(-1, -2)) * scale;  // [b, kv, g, len, len]
+    torch::Tensor probs = torch::softmax(scores.masked_fill(causal, -INFINITY), -1);
+    torch::Tensor attn = torch::matmul(probs, vs).permute({0, 3, 1, 2, 4}).reshape({batch, len, c.n_heads * c.head_dim});
+    x = layer_output(layers_[l], c, x, attn);
+    for (size_t i = 0; i < capture_layers.size(); ++i)
+      if (capture_layers[i] == l) out.layer_hidden[i] = x;
+  }
+  out.final_hidden = rms_norm(x, final_norm_, c.rms_norm_eps);
+  return out;
+}
+
+torch::Tensor Transformer::lm_head(const torch::Tensor& final_hidden) const { return lm_head_.forward(final_hidden); }
+
+std::vector<std::pair<std::string, torch::Tensor>> Transformer::named_parameters() const {
+  std::vector<std::pair<std::string, torch::Tensor>> params{{"model.embed_tokens.weight", embed_}};
+  for (int64_t l = 0; l < config_.n_layers; ++l) {
+    const std::string p = layer_prefix(l);
+    const DecoderLayer& layer = layers_[l];
+    params.emplace_back(p + "input_layernorm.weight", layer.input_norm);
+    params.emplace_back(p + "self_attn.qkv_proj.weight", layer.qkv.weight);
+    if (layer.qkv.bias.defined()) params.emplace_back(p + "self_attn.qkv_proj.bias", layer.qkv.bias);
+    if (layer.q_norm.defined()) params.emplace_back(p + "self_attn.q_norm.weight", layer.q_norm);
+    if (layer.k_norm.defined()) params.emplace_back(p + "self_attn.k_norm.weight", layer.k_norm);
+    params.emplace_back(p + "self_attn.o_proj.weight", layer.o_proj.weight);
+    if (layer.o_proj.bias.defined()) params.emplace_back(p + "self_attn.o_proj.bias", layer.o_proj.bias);
+    params.emplace_back(p + "post_attention_layernorm.weight", layer.post_norm);
+    params.emplace_back(p + "mlp.gate_up_proj.weight", layer.gate_up.weight);
+    params.emplace_back(p + "mlp.down_proj.weight", layer.down.weight);
+  }
+  params.emplace_back("model.norm.weight", final_norm_);
+  if (!config_.tie_word_embeddings) params.emplace_back("lm_head.weight", lm_head_.weight);
+  return params;
+}
+
+void Transformer::set_requires_grad(bool requires_grad) {
+  for (auto& [name, tensor] : named_parameters()) tensor.requires_grad_(requires_grad);
+}
+
+void Transformer::save(const std::string& dir, WeightDType dtype) const {
+  const ModelConfig& c = config_;
+  const int64_t q_dim = c.n_heads * c.head_dim, kv_dim = c.n_kv_heads * c.head_dim;
+  std::vector<std::pair<std::string, torch::Tensor>> tensors;  // HF names, fused tensors split
+  for (auto& [name, t] : named_parameters()) {
+    const bool is_matrix = t.dim() == 2;
+    auto add = [&, is_matrix](std::string n, torch::Tensor v) {
+      v = v.detach().to(torch::kCPU).to(is_matrix && dtype == WeightDType::kBF16 ? torch::kBFloat16 : torch::kFloat32);
+      tensors.emplace_back(std::move(n), v.contiguous());
+    };
+    const size_t fused_qkv = name.find("qkv_proj"), fused_mlp = name.find("gate_up_proj");
+    if (fused_qkv != std::string::npos) {
+      const std::string p = name.substr(0, fused_qkv), suffix = name.substr(fused_qkv + 8);
+      add(p + "q_proj" + suffix, t.narrow(0, 0, q_dim));
+      add(p + "k_proj" + suffix, t.narrow(0, q_dim, kv_dim));
+      add(p + "v_proj" + suffix, t.narrow(0, q_dim + kv_dim, kv_dim));
+    } else if (fused_mlp != std::string::npos) {
+      const std::string p = name.substr(0, fused_mlp);
+      add(p + "gate_proj.weight", t.narrow(0, 0, c.intermediate_size));
+      add(p + "up_proj.weight", t.narrow(0, c.intermediate_size, c.intermediate_size));
+    } else {
+      add(name, t);
+    }
+  }
+  std::filesystem::create_directories(dir);
+  std::vector<TensorToWrite> to_write;
+  for (const auto& [name, t] : tensors) {
+    std::vector<int64_t> shape(t.sizes().begin(), t.sizes().end());
+    to_write.push_back({name, t.scalar_type() == torch::kBFloat16 ? DType::kBF16 : DType::kF32, shape, t.data_ptr(),
+                        static_cast<size_t>(t.numel() * t.element_size())});
+  }
+  write_safetensors((std::filesystem::path(dir) / "model.safetensors").string(), to_write);
+  nlohmann::json json = c.to_json();
+  json["torch_dtype"] = dtype == WeightDType::kBF16 ? "bfloat16" : "float32";
+  std::ofstream out(std::filesystem::path(dir) / "config.json");
+  if (!out) throw Error(dir + "/config.json: cannot open for writing");
+  out << json.dump(2) << "\n";
 }
 
 ForwardOutput Transformer::prefill(KvCache& cache, int64_t slot, const std::vector<int64_t>& token_ids,

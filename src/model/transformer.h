@@ -8,6 +8,8 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include <torch/torch.h>
@@ -73,6 +75,23 @@ class Transformer {
   // verify / general ragged step: logits of the rows asked for.
   ForwardOutput forward(KvCache& cache, const ForwardBatch& batch);
 
+  // Training and teacher forcing: full causal attention within each row of `ids`, no KV cache,
+  // libtorch ops only (autograd-friendly). ids: [batch, seq_len] int64 on the model's device.
+  // Returns final_hidden [batch, seq_len, hidden] (final-normed) and the captured layers'
+  // outputs [batch, seq_len, hidden]; no logits (see lm_head).
+  ForwardOutput forward_sequences(const torch::Tensor& ids, const std::vector<int64_t>& capture_layers = {}) const;
+  // The LM head on final-normed hidden states: [..., hidden] -> [..., vocab] f32.
+  torch::Tensor lm_head(const torch::Tensor& final_hidden) const;
+  const torch::Tensor& embedding() const { return embed_; }       // [vocab, hidden]
+  const torch::Tensor& lm_head_weight() const { return lm_head_.weight; }  // [vocab, hidden]
+
+  // Every trainable tensor once (a tied head is the embedding), under stable names: the
+  // checkpoint names, except the fused "...self_attn.qkv_proj.weight" and "...mlp.gate_up_proj.weight".
+  std::vector<std::pair<std::string, torch::Tensor>> named_parameters() const;
+  void set_requires_grad(bool requires_grad);
+  // Writes config.json and model.safetensors (Hugging Face names, fused tensors split) in `dtype`.
+  void save(const std::string& dir, WeightDType dtype) const;
+
   KvCache make_cache(int64_t n_slots, int64_t capacity) const;
 
   const ModelConfig& config() const { return config_; }
@@ -104,6 +123,27 @@ class Transformer {
   torch::Tensor final_norm_;  // [hidden]
   Linear lm_head_;            // [vocab, hidden]; shares embed_ when tied
 };
+
+class SafetensorsArchive;
+
+// The two halves of a Qwen3/Llama decoder layer around attention, shared by the target's paths and
+// the drafters' backbones. x: [..., hidden]. attention_inputs returns q [..., n_heads, hd] and
+// k, v [..., n_kv_heads, hd], q and k normed (Qwen3) and rotated with cos/sin; layer_output adds
+// the attention output [..., n_heads hd] through o_proj, then the MLP, both as residuals.
+std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> attention_inputs(const DecoderLayer& layer,
+                                                                         const ModelConfig& config,
+                                                                         const torch::Tensor& x,
+                                                                         const torch::Tensor& cos,
+                                                                         const torch::Tensor& sin);
+torch::Tensor layer_output(const DecoderLayer& layer, const ModelConfig& config, const torch::Tensor& x,
+                           const torch::Tensor& attn);
+// Reads "<prefix>input_layernorm.weight", "<prefix>self_attn.q_proj.weight", ... (Hugging Face
+// names) into a DecoderLayer with fused qkv and gate_up; matrices in matrix_dtype, vectors in f32.
+DecoderLayer load_decoder_layer(const SafetensorsArchive& archive, const std::string& prefix, const ModelConfig& config,
+                                torch::ScalarType matrix_dtype);
+// A checkpoint tensor copied out of the mmap in `dtype`; throws if absent or mis-shaped.
+torch::Tensor read_tensor(const SafetensorsArchive& archive, const std::string& name, const std::vector<int64_t>& shape,
+                          torch::ScalarType dtype);
 
 // RMSNorm over the last dimension in f32: x / sqrt(mean(x^2) + eps) * weight.
 torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps);
