@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "common/error.h"
+#include "tokenizer/chat_template.h"
 
 #ifndef DSPARK_DEFAULT_MODEL_DIR
 #define DSPARK_DEFAULT_MODEL_DIR ""
@@ -41,6 +42,53 @@ std::string default_model_dir() {
   const std::filesystem::path dir(DSPARK_DEFAULT_MODEL_DIR);
   if (!dir.empty() && std::filesystem::exists(dir / "config.json")) return dir.string();
   throw Error("no default model found (expected " + dir.string() + "/config.json); pass --model DIR");
+}
+
+std::optional<tokenizer::Tokenizer> load_tokenizer_if_present(const std::string& model_dir) {
+  if (!std::filesystem::exists(std::filesystem::path(model_dir) / "tokenizer.json")) return std::nullopt;
+  return tokenizer::Tokenizer::load(model_dir);
+}
+
+void PromptArgs::add_to(CLI::App* cmd) {
+  cmd->add_option("--prompt", prompt, "prompt text");
+  cmd->add_option("--prompt-ids", prompt_ids, "prompt as comma-separated token ids");
+  cmd->add_flag("--chat", chat, "wrap the prompt in the model's chat template (non-thinking)");
+}
+
+std::vector<int64_t> PromptArgs::resolve(const std::optional<tokenizer::Tokenizer>& tok, const std::string& model_dir) const {
+  if (prompt.empty() == prompt_ids.empty()) throw Error("give exactly one of --prompt and --prompt-ids");
+  if (!prompt_ids.empty()) return parse_ids(prompt_ids, "--prompt-ids");
+  if (!tok) throw Error(model_dir + ": no tokenizer.json; use --prompt-ids");
+  std::string text = prompt;
+  if (chat)
+    text = tokenizer::ChatTemplate::load(model_dir).render({{"user", prompt}},
+                                                           {.add_generation_prompt = true, .enable_thinking = false});
+  const std::vector<int32_t> ids = tok->encode(text);
+  return {ids.begin(), ids.end()};
+}
+
+void SamplingArgs::add_to(CLI::App* cmd) {
+  cmd->add_option("--temperature", temperature, "0 = greedy (default: generation_config.json)");
+  cmd->add_option("--top-k", top_k, "keep the k most likely tokens (0 = off)");
+  cmd->add_option("--top-p", top_p, "nucleus sampling mass (1 = off)");
+  cmd->add_option("--min-p", min_p, "drop tokens below min-p times the top probability (0 = off)");
+  cmd->add_option("--seed", seed, "seed; sample i uses seed + i");
+}
+
+// Flags override the model's generation_config.json, as in Hugging Face and vLLM.
+sampling::SamplingParams SamplingArgs::resolve(const model::GenerationConfig& defaults) const {
+  sampling::SamplingParams params;
+  params.temperature = defaults.do_sample ? defaults.temperature : 0.0;
+  params.top_k = defaults.do_sample ? defaults.top_k : 0;
+  params.top_p = defaults.do_sample ? defaults.top_p : 1.0;
+  params.min_p = defaults.do_sample ? defaults.min_p : 0.0;
+  if (temperature) params.temperature = *temperature;
+  if (top_k) params.top_k = *top_k;
+  if (top_p) params.top_p = *top_p;
+  if (min_p) params.min_p = *min_p;
+  params.seed = seed;
+  sampling::check_sampling_params(params);
+  return params;
 }
 
 }  // namespace dspark::cli

@@ -1,10 +1,17 @@
-// Small helpers shared by the subcommands: parsing flag values and locating models.
+// Small helpers shared by the subcommands: parsing flag values, locating models, and the prompt
+// and sampling flags that generate, draft and the benchmarks share.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include <CLI/CLI.hpp>
+
+#include "model/config.h"
 #include "model/transformer.h"
+#include "sampling/sampling.h"
+#include "tokenizer/tokenizer.h"
 
 namespace dspark::cli {
 
@@ -14,5 +21,25 @@ std::vector<int64_t> parse_ids(const std::string& csv, const std::string& flag);
 model::WeightDType parse_weight_dtype(const std::string& name);
 // The shipped default model (models/default in the source tree), or an error saying to pass --model.
 std::string default_model_dir();
+// The tokenizer in a model directory, if it has one.
+std::optional<tokenizer::Tokenizer> load_tokenizer_if_present(const std::string& model_dir);
+
+// --prompt TEXT | --prompt-ids IDS, with --chat.
+struct PromptArgs {
+  std::string prompt, prompt_ids;
+  bool chat = false;
+  void add_to(CLI::App* cmd);
+  // Throws unless exactly one of --prompt / --prompt-ids was given, or text is given without a tokenizer.
+  std::vector<int64_t> resolve(const std::optional<tokenizer::Tokenizer>& tok, const std::string& model_dir) const;
+};
+
+// --temperature --top-k --top-p --min-p --seed; unset flags take the model's generation_config.json.
+struct SamplingArgs {
+  std::optional<double> temperature, top_p, min_p;
+  std::optional<int64_t> top_k;
+  uint64_t seed = 0;
+  void add_to(CLI::App* cmd);
+  sampling::SamplingParams resolve(const model::GenerationConfig& defaults) const;
+};
 
 }  // namespace dspark::cli

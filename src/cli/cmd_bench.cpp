@@ -7,6 +7,7 @@ void register_bench(CLI::App& app) {
   bench->require_subcommand(1);
   register_bench_forward(*bench);
   register_bench_tokenizer(*bench);
+  register_bench_draft(*bench);
 }
 
 }  // namespace dspark::cli

@@ -3,7 +3,9 @@
 
 #include "cli/commands.h"
 #include "common/error.h"
+#include "draft/draft_init.h"
 #include "model/model_init.h"
+#include "tokenizer/tokenizer.h"
 
 namespace dspark::cli {
 
@@ -29,6 +31,30 @@ void run_init(const InitArgs& args) {
   }
 }
 
+struct InitDrafterArgs {
+  std::string target_dir, method = "dspark", out_dir, markov_head = "vanilla";
+  uint64_t seed = 0;
+  int64_t layers = 0, block_size = 7, markov_rank = 0, mask_token_id = -1;
+};
+
+void run_init_drafter(const InitDrafterArgs& args) {
+  torch::NoGradGuard no_grad;
+  const model::Transformer target = model::Transformer::load(args.target_dir, {model::WeightDType::kBF16});
+  draft::DrafterInitOptions options;
+  options.method = draft::parse_method(args.method);
+  options.n_layers = args.layers;
+  options.block_size = args.block_size;
+  options.markov_rank = args.markov_rank;
+  if (args.markov_head == "rnn") options.markov_head = draft::MarkovHead::kRnn;
+  else if (args.markov_head != "vanilla") throw Error("--markov-head: expected vanilla or rnn");
+  options.mask_token_id = args.mask_token_id;
+  const std::filesystem::path tokenizer_file = std::filesystem::path(args.target_dir) / "tokenizer.json";
+  if (options.mask_token_id < 0 && std::filesystem::exists(tokenizer_file))
+    if (auto id = tokenizer::Tokenizer::load(tokenizer_file).token_to_id("<|mask|>")) options.mask_token_id = *id;
+  const draft::DraftConfig config = draft::make_draft_config(target.config(), options);
+  draft::write_random_drafter(target, config, args.out_dir, args.seed);
+}
+
 }  // namespace
 
 void register_model(CLI::App& app) {
@@ -42,6 +68,19 @@ void register_model(CLI::App& app) {
   init->add_option("--max-shard-mb", args->max_shard_mb, "write sharded safetensors of at most this many MB");
   init->add_option("--tokenizer", args->tokenizer, "tokenizer.json (or its directory) to copy beside the weights");
   init->callback([args] { run_init(*args); });
+
+  auto d = std::make_shared<InitDrafterArgs>();
+  CLI::App* init_drafter = model_cmd->add_subcommand("init-drafter", "write a random-init drafter for a target (DeepSpec layout)");
+  init_drafter->add_option("--target", d->target_dir, "target model directory")->required();
+  init_drafter->add_option("--method", d->method, "dspark | dflash | eagle3")->capture_default_str();
+  init_drafter->add_option("--out", d->out_dir, "output directory")->required();
+  init_drafter->add_option("--seed", d->seed, "random seed");
+  init_drafter->add_option("--layers", d->layers, "draft layers (default: 1 for eagle3; 5 on targets of 24+ layers, else 2)");
+  init_drafter->add_option("--block-size", d->block_size, "DSpark/DFlash block size (drafts per round)")->capture_default_str();
+  init_drafter->add_option("--markov-rank", d->markov_rank, "DSpark Markov head rank (default: min(256, hidden))");
+  init_drafter->add_option("--markov-head", d->markov_head, "vanilla | rnn")->capture_default_str();
+  init_drafter->add_option("--mask-token-id", d->mask_token_id, "mask token (default: the tokenizer's <|mask|>, else vocab - 1)");
+  init_drafter->callback([d] { run_init_drafter(*d); });
 }
 
 }  // namespace dspark::cli

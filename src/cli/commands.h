@@ -13,12 +13,16 @@ void register_model(CLI::App& app);           // dspark model init
 void register_bench(CLI::App& app);           // dspark bench forward|tokenizer
 void register_train(CLI::App& app);           // dspark train tokenizer|...
 void register_data(CLI::App& app);            // dspark data corpus|...
+void register_eval(CLI::App& app);            // dspark eval loss
+void register_draft(CLI::App& app);           // dspark draft
 
 // bench subcommands, registered on the `bench` app by register_bench
 void register_bench_forward(CLI::App& bench);
 void register_bench_tokenizer(CLI::App& bench);
+void register_bench_draft(CLI::App& bench);
 
 // train subcommands, registered on the `train` app by register_train
 void register_train_tokenizer(CLI::App& train);
+void register_train_target(CLI::App& train);
 
 }  // namespace dspark::cli

@@ -2,10 +2,12 @@
 #include <exception>
 
 #include "cli/commands.h"
+#include "common/allocator.h"
 #include "common/error.h"
 #include "model/threads.h"
 
 int main(int argc, char** argv) {
+  dspark::keep_freed_memory();
   CLI::App app{"dspark: lossless speculative decoding (DSpark) for Hugging Face Qwen3/Llama models"};
   app.require_subcommand(1);
   int n_threads = 0;
@@ -18,6 +20,8 @@ int main(int argc, char** argv) {
   dspark::cli::register_bench(app);
   dspark::cli::register_train(app);
   dspark::cli::register_data(app);
+  dspark::cli::register_eval(app);
+  dspark::cli::register_draft(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,277 @@
+#include "draft/dspark_drafter.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "common/error.h"
+#include "model/safetensors.h"
+
+namespace dspark::draft {
+
+namespace {
+
+bool has_tensor(const model::SafetensorsArchive& archive, const std::string& name) {
+  const std::vector<std::string> names = archive.names();
+  return std::binary_search(names.begin(), names.end(), name);
+}
+
+}  // namespace
+
+torch::Tensor shared_or_stored(const model::SafetensorsArchive& archive, const std::string& name,
+                               const torch::Tensor& target_tensor, const std::string& dir) {
+  if (!has_tensor(archive, name)) return target_tensor;
+  const model::TensorView& view = archive.get(name);
+  const torch::ScalarType stored_dtype = view.dtype == model::DType::kF32 ? torch::kFloat32 : torch::kBFloat16;
+  const torch::Tensor stored = model::read_tensor(archive, name, {target_tensor.size(0), target_tensor.size(1)}, stored_dtype);
+  const torch::Tensor target_cpu = target_tensor.to(torch::kCPU);
+  if (target_cpu.scalar_type() == stored_dtype && torch::equal(stored, target_cpu)) return target_tensor;
+  if (torch::equal(stored, target_cpu.to(stored_dtype))) return stored.to(target_tensor.device());
+  throw Error(dir + ": " + name + " differs from the target's (this drafter was trained for another target)");
+}
+
+DSparkDrafter::DSparkDrafter(DraftConfig config, const model::Transformer& target, const DrafterLoadOptions& options)
+    : config_(std::move(config)),
+      target_(target),
+      rope_(config_.backbone),
+      cache_(model::KvCacheShape{config_.backbone.n_layers, options.max_slots, options.capacity,
+                                 config_.backbone.n_kv_heads, config_.backbone.head_dim},
+             target.device()),
+      slots_(options.max_slots) {
+  for (int64_t i = 0; i < options.max_slots; ++i) cache_.allocate();
+}
+
+std::unique_ptr<DSparkDrafter> DSparkDrafter::load(const std::string& dir, const model::Transformer& target,
+                                                   const DrafterLoadOptions& options) {
+  DraftConfig config = DraftConfig::load(dir);
+  if (config.method == DraftMethod::kEagle3) throw Error(dir + ": an EAGLE-3 drafter, not DSpark/DFlash");
+  config.check_target(target.config(), dir + "/config.json");
+  std::unique_ptr<DSparkDrafter> drafter(new DSparkDrafter(std::move(config), target, options));
+  drafter->load_weights(dir, options.weight_dtype == model::WeightDType::kBF16 ? torch::kBFloat16 : torch::kFloat32);
+  return drafter;
+}
+
+void DSparkDrafter::load_weights(const std::string& dir, torch::ScalarType matrix_dtype) {
+  const model::SafetensorsArchive archive = model::SafetensorsArchive::open(dir);
+  const model::ModelConfig& c = config_.backbone;
+  const int64_t d = c.hidden_size, m = static_cast<int64_t>(config_.target_layer_ids.size()), r = config_.markov_rank;
+  auto matrix = [&](const std::string& name, std::vector<int64_t> shape) {
+    return model::read_tensor(archive, name, shape, matrix_dtype).to(target_.device());
+  };
+  auto vector = [&](const std::string& name, std::vector<int64_t> shape) {
+    return model::read_tensor(archive, name, shape, torch::kFloat32).to(target_.device());
+  };
+  embed_ = shared_or_stored(archive, "embed_tokens.weight", target_.embedding(), dir);
+  lm_head_ = shared_or_stored(archive, "lm_head.weight", target_.lm_head_weight(), dir);
+  fc_.weight = matrix("fc.weight", {d, m * d});
+  hidden_norm_ = vector("hidden_norm.weight", {d});
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    model::DecoderLayer layer = model::load_decoder_layer(archive, "layers." + std::to_string(l) + ".", c, matrix_dtype);
+    for (torch::Tensor* t : {&layer.input_norm, &layer.qkv.weight, &layer.qkv.bias, &layer.q_norm, &layer.k_norm,
+                             &layer.o_proj.weight, &layer.o_proj.bias, &layer.post_norm, &layer.gate_up.weight,
+                             &layer.down.weight})
+      if (t->defined()) *t = t->to(target_.device());
+    layers_.push_back(std::move(layer));
+  }
+  norm_ = vector("norm.weight", {d});
+  if (r > 0) {
+    markov_w1_ = vector("markov_head.markov_w1.weight", {c.vocab_size, r});
+    markov_w2_.weight = matrix("markov_head.markov_w2.weight", {c.vocab_size, r});
+    if (config_.markov_head == MarkovHead::kRnn) {
+      rnn_joint_.weight = matrix("markov_head.joint_proj.weight", {3 * r, 2 * r + d});
+      rnn_joint_.bias = vector("markov_head.joint_proj.bias", {3 * r});
+    }
+  }
+  if (config_.confidence_head) {
+    const int64_t width = config_.confidence_with_markov ? d + r : d;
+    confidence_w_ = vector("confidence_head.proj.weight", {1, width}).view({width});
+    confidence_b_ = vector("confidence_head.proj.bias", {1}).item<double>();
+  }
+}
+
+DSparkDrafter::SlotState& DSparkDrafter::slot_state(int64_t slot) {
+  if (slot < 0 || slot >= static_cast<int64_t>(slots_.size()))
+    throw Error("drafter slot " + std::to_string(slot) + " out of range [0, " + std::to_string(slots_.size()) + ")");
+  return slots_[slot];
+}
+
+void DSparkDrafter::begin(int64_t slot, const std::vector<int64_t>& prompt_ids, const torch::Tensor& features) {
+  SlotState& s = slot_state(slot);
+  const int64_t width = config_.backbone.hidden_size * static_cast<int64_t>(config_.target_layer_ids.size());
+  if (features.dim() != 2 || features.size(0) != static_cast<int64_t>(prompt_ids.size()) || features.size(1) != width)
+    throw Error("drafter begin: features must be [prompt tokens, " + std::to_string(width) + "]");
+  cache_.truncate(slot, 0);
+  cache_.check_room(slot, features.size(0) + config_.block_size);
+  s.active = true;
+  s.start = static_cast<int64_t>(prompt_ids.size());
+  s.pending = {features.to(torch::kFloat32)};
+}
+
+void DSparkDrafter::commit(int64_t slot, const std::vector<int64_t>& tokens, const torch::Tensor& features) {
+  SlotState& s = slot_state(slot);
+  if (!s.active) throw Error("drafter commit: slot " + std::to_string(slot) + " has no request");
+  if (features.dim() != 2 || features.size(0) != static_cast<int64_t>(tokens.size()))
+    throw Error("drafter commit: one feature row per committed token is needed");
+  s.pending.push_back(features.to(torch::kFloat32));
+  s.start += static_cast<int64_t>(tokens.size());
+}
+
+void DSparkDrafter::end(int64_t slot) {
+  SlotState& s = slot_state(slot);
+  s = SlotState{};
+  cache_.truncate(slot, 0);
+}
+
+torch::Tensor DSparkDrafter::backbone(const std::vector<DraftRequest>& requests) {
+  const model::ModelConfig& c = config_.backbone;
+  const int64_t n_req = static_cast<int64_t>(requests.size()), block = config_.block_size;
+  const int64_t q_dim = c.n_heads * c.head_dim, kv_dim = c.n_kv_heads * c.head_dim, group = c.n_heads / c.n_kv_heads;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
+  auto long_opts = torch::TensorOptions().dtype(torch::kLong);
+
+  // Context rows (pending target features) and block rows, with their positions.
+  std::vector<torch::Tensor> context_parts;
+  std::vector<int64_t> n_context(n_req), context_pos, block_ids, block_pos;
+  for (int64_t r = 0; r < n_req; ++r) {
+    SlotState& s = slot_state(requests[r].slot);
+    if (!s.active) throw Error("drafter propose: slot " + std::to_string(requests[r].slot) + " has no request");
+    const int64_t cached = cache_.length(requests[r].slot);
+    for (const torch::Tensor& t : s.pending) {
+      context_parts.push_back(t);
+      n_context[r] += t.size(0);
+    }
+    DSPARK_ASSERT(cached + n_context[r] == s.start);
+    cache_.check_room(requests[r].slot, n_context[r]);
+    if (s.start + block > c.max_position_embeddings && c.max_position_embeddings > 0)
+      throw Error("drafter: position " + std::to_string(s.start + block) + " beyond max_position_embeddings");
+    for (int64_t p = cached; p < s.start; ++p) context_pos.push_back(p);
+    for (int64_t k = 0; k < block; ++k) {
+      block_ids.push_back(k == 0 ? requests[r].anchor : config_.mask_token_id);
+      block_pos.push_back(s.start + k);
+    }
+  }
+  const torch::Device device = target_.device();
+  torch::Tensor context;  // [n_ctx, hidden]: hidden_norm(fc(features)), shared by every layer
+  if (!context_parts.empty())
+    context = model::rms_norm(fc_.forward(torch::cat(context_parts).to(device)), hidden_norm_, c.rms_norm_eps);
+  auto [cos_c, sin_c] = rope_.cos_sin(torch::tensor(context_pos, long_opts).to(device));
+  auto [cos_b, sin_b] = rope_.cos_sin(torch::tensor(block_pos, long_opts).to(device));
+  torch::Tensor x = embed_.index_select(0, torch::tensor(block_ids, long_opts).to(device)).to(torch::kFloat32);
+
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    const model::DecoderLayer& layer = layers_[l];
+    auto [q, k_block, v_block] = model::attention_inputs(layer, c, x, cos_b, sin_b);  // [R*B, heads, hd]
+    // Context rows enter as keys/values only: k_proj / v_proj on the projected features (no
+    // input norm), k_norm on the keys, RoPE at their own positions.
+    torch::Tensor k_ctx, v_ctx;
+    if (context.defined()) {
+      model::Linear kv{layer.qkv.weight.narrow(0, q_dim, 2 * kv_dim),
+                       layer.qkv.bias.defined() ? layer.qkv.bias.narrow(0, q_dim, 2 * kv_dim) : torch::Tensor()};
+      torch::Tensor kv_rows = kv.forward(context);
+      k_ctx = kv_rows.narrow(1, 0, kv_dim).reshape({-1, c.n_kv_heads, c.head_dim});
+      v_ctx = kv_rows.narrow(1, kv_dim, kv_dim).reshape({-1, c.n_kv_heads, c.head_dim});
+      if (c.qk_norm) k_ctx = model::rms_norm(k_ctx, layer.k_norm, c.rms_norm_eps);
+      k_ctx = model::Rope::apply(k_ctx, cos_c, sin_c);
+    }
+    torch::Tensor attn = torch::empty({n_req * block, q_dim}, x.options());
+    int64_t ctx_begin = 0;
+    for (int64_t r = 0; r < n_req; ++r) {
+      const int64_t slot = requests[r].slot, cached = cache_.length(slot), start = cached + n_context[r];
+      torch::Tensor keys = cache_.keys(l)[slot];      // [kv, capacity, hd]
+      torch::Tensor values = cache_.values(l)[slot];
+      if (n_context[r] > 0) {
+        keys.narrow(1, cached, n_context[r]).copy_(k_ctx.narrow(0, ctx_begin, n_context[r]).permute({1, 0, 2}));
+        values.narrow(1, cached, n_context[r]).copy_(v_ctx.narrow(0, ctx_begin, n_context[r]).permute({1, 0, 2}));
+      }
+      ctx_begin += n_context[r];
+      // Block queries see every committed position (all strictly before the anchor) and the whole
+      // block, unmasked.
+      torch::Tensor k_all = torch::cat({keys.narrow(1, 0, start), k_block.narrow(0, r * block, block).permute({1, 0, 2})}, 1);
+      torch::Tensor v_all = torch::cat({values.narrow(1, 0, start), v_block.narrow(0, r * block, block).permute({1, 0, 2})}, 1);
+      torch::Tensor qr = q.narrow(0, r * block, block).reshape({block, c.n_kv_heads, group, c.head_dim}).permute({1, 2, 0, 3});
+      torch::Tensor scores = torch::matmul(qr, k_all.unsqueeze(1).transpose(-1, -2)) * scale;  // [kv, g, B, T]
+      torch::Tensor o = torch::matmul(torch::softmax(scores, -1), v_all.unsqueeze(1));          // [kv, g, B, hd]
+      attn.narrow(0, r * block, block).copy_(o.permute({2, 0, 1, 3}).reshape({block, q_dim}));
+    }
+    x = model::layer_output(layer, c, x, attn);
+  }
+  for (int64_t r = 0; r < n_req; ++r) {
+    cache_.commit(requests[r].slot, n_context[r]);
+    slots_[requests[r].slot].pending.clear();
+  }
+  return model::rms_norm(x, norm_, c.rms_norm_eps);
+}
+
+torch::Tensor DSparkDrafter::markov_bias(const torch::Tensor& w1, const torch::Tensor& hidden,
+                                         torch::Tensor& rnn_state) const {
+  if (config_.markov_head != MarkovHead::kRnn) return markov_w2_.forward(w1);  // W2 W1[x_prev]
+  const int64_t r = config_.markov_rank;
+  torch::Tensor gco = rnn_joint_.forward(torch::cat({rnn_state, w1, hidden}, 1));  // [n, 3r]
+  torch::Tensor gate = torch::sigmoid(gco.narrow(1, 0, r));
+  rnn_state = gate * rnn_state + (1 - gate) * torch::tanh(gco.narrow(1, r, r));
+  return markov_w2_.forward(torch::tanh(gco.narrow(1, 2 * r, r)));
+}
+
+std::vector<DraftBlock> DSparkDrafter::propose(const std::vector<DraftRequest>& requests) {
+  traces_.clear();
+  std::vector<DraftBlock> blocks(requests.size());
+  if (requests.empty()) return blocks;
+  const int64_t n_req = static_cast<int64_t>(requests.size()), block = config_.block_size;
+  for (const DraftRequest& req : requests)
+    if (req.gamma < 0 || req.gamma > block)
+      throw Error("gamma " + std::to_string(req.gamma) + " exceeds this drafter's block size " + std::to_string(block));
+
+  const torch::Tensor hidden = backbone(requests);  // [R*B, hidden]
+  const torch::Tensor base_logits = model::Linear{lm_head_, {}}.forward(hidden);  // [R*B, vocab]
+  const bool markov = config_.markov_rank > 0;
+  torch::Tensor rnn_state = markov ? torch::zeros({n_req, config_.markov_rank}, hidden.options()) : torch::Tensor();
+  std::vector<int64_t> prev(n_req);
+  std::vector<bool> open(n_req, true);
+  std::vector<std::vector<torch::Tensor>> q_rows(n_req), z_rows(n_req);
+  for (int64_t r = 0; r < n_req; ++r) prev[r] = requests[r].anchor;
+
+  for (int64_t k = 0; k < block; ++k) {
+    torch::Tensor rows = torch::arange(k, n_req * block, block, torch::TensorOptions().dtype(torch::kLong).device(hidden.device()));
+    torch::Tensor h_k = hidden.index_select(0, rows), logits = base_logits.index_select(0, rows);  // [R, *]
+    torch::Tensor w1_prev;
+    if (markov) {
+      w1_prev = markov_w1_.index_select(0, torch::tensor(prev, torch::kLong).to(markov_w1_.device()));
+      logits = logits + markov_bias(w1_prev, h_k, rnn_state);
+    }
+    torch::Tensor confidence;
+    if (config_.confidence_head) {
+      torch::Tensor features = config_.confidence_with_markov ? torch::cat({h_k, w1_prev}, 1) : h_k;
+      confidence = torch::sigmoid(torch::mv(features, confidence_w_) + confidence_b_).cpu();
+    }
+    for (int64_t r = 0; r < n_req; ++r) {
+      const DraftRequest& req = requests[r];
+      if (!open[r] || k >= req.gamma) continue;
+      const float c_k = confidence.defined() ? confidence[r].item<float>() : 1.0f;
+      // c_k depends on x_{k-1} only, so cutting here never looks at the token it would judge.
+      if (confidence.defined() && c_k < req.confidence_threshold) {
+        open[r] = false;
+        continue;
+      }
+      torch::Tensor q = sampling::sampling_probs(logits.narrow(0, r, 1), *req.sampling).cpu().contiguous().view({-1});
+      const int64_t token = req.sampling->greedy() ? sampling::argmax(q.data_ptr<float>(), q.size(0))
+                                                   : sampling::sample_from_probs(q.data_ptr<float>(), q.size(0), *req.rng);
+      blocks[r].tokens.push_back(token);
+      q_rows[r].push_back(q);
+      if (req.return_logits) z_rows[r].push_back(logits[r].cpu());
+      if (confidence.defined()) blocks[r].confidence.push_back(c_k);
+      prev[r] = token;
+    }
+  }
+  for (int64_t r = 0; r < n_req; ++r) {
+    if (!q_rows[r].empty()) blocks[r].probs = torch::stack(q_rows[r]);
+    if (!z_rows[r].empty()) blocks[r].logits = torch::stack(z_rows[r]);
+    if (tracing_) {
+      BlockTrace trace;
+      trace.hidden = hidden.narrow(0, r * block, block).cpu();
+      trace.base_logits = base_logits.narrow(0, r * block, block).cpu();
+      traces_.push_back(std::move(trace));
+    }
+  }
+  return blocks;
+}
+
+}  // namespace dspark::draft

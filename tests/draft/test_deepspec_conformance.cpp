@@ -1,0 +1,132 @@
+// DSpark / DFlash against the deepspec-tiny fixture (shared/fixtures/deepspec-tiny/README.md): a
+// float64 reference of DeepSpec's semantics for target features, single draft calls (h, U, Z,
+// greedy chain, confidences) and whole greedy speculative runs. Tolerances are the fixture's:
+// float32 engines land within ~6e-6 of it; we assert 1e-4 on features and h and 1e-3 on logits,
+// and exact tokens (the fixture's smallest relevant margin is 0.016).
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "common/error.h"
+#include "draft/dspark_drafter.h"
+#include "engine/speculative.h"
+#include "model/model_init.h"
+#include "test_util.h"
+
+namespace dspark {
+namespace {
+
+using nlohmann::json;
+const std::filesystem::path kFixture = test::fixture("deepspec-tiny");
+const std::filesystem::path kTarget = test::fixture("tiny-qwen3-untied");
+
+json read_json(const std::filesystem::path& path) { return json::parse(test::read_text(path)); }
+
+float max_abs_diff(const torch::Tensor& a, const std::vector<float>& expected) {
+  torch::Tensor e = torch::from_blob(const_cast<float*>(expected.data()), {static_cast<int64_t>(expected.size())}, torch::kFloat32);
+  EXPECT_EQ(a.numel(), e.numel());
+  return (a.reshape({-1}).to(torch::kFloat32) - e).abs().max().item<float>();
+}
+
+struct Fixture {
+  model::Transformer target = model::Transformer::load(kTarget.string(), {model::WeightDType::kF32});
+};
+
+class DeepSpecConformance : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(DeepSpecConformance, DraftCallMatchesReference) {
+  torch::NoGradGuard no_grad;
+  const std::string method = GetParam();
+  Fixture f;
+  auto drafter = draft::DSparkDrafter::load((kFixture / method).string(), f.target, {.max_slots = 1, .capacity = 64});
+  EXPECT_EQ(drafter->method(), method);
+  drafter->set_tracing(true);
+  for (int c = 0; c < 4; ++c) {
+    SCOPED_TRACE(method + " case " + std::to_string(c));
+    const std::string stem = "case" + std::to_string(c);
+    const json expected = read_json(kFixture / "expected" / method / (stem + ".json"));
+    const std::vector<int64_t> prompt = expected["prompt_ids"].get<std::vector<int64_t>>();
+    const int64_t n = static_cast<int64_t>(prompt.size());
+
+    model::KvCache cache = f.target.make_cache(1, n + 8);
+    const int64_t slot = *cache.allocate();
+    model::ForwardOutput out = f.target.forward(cache, {prompt, {{slot, n}}, {n - 1}, drafter->target_layer_ids(), false});
+    const torch::Tensor features = torch::cat(out.layer_hidden, 1);
+    EXPECT_LT(max_abs_diff(features, test::read_f32(kFixture / "expected/target" / (stem + ".features.f32"))), 1e-4);
+    torch::Tensor last = out.logits[0].contiguous();
+    const int64_t anchor = sampling::argmax(last.data_ptr<float>(), last.numel());
+    ASSERT_EQ(anchor, expected["anchor"].get<int64_t>());
+
+    drafter->begin(0, prompt, features);
+    sampling::SamplingParams greedy{.temperature = 0};
+    sampling::Rng rng(0);
+    const draft::DraftBlock block = drafter->propose({{0, anchor, 5, 0.0, &greedy, &rng, true}})[0];
+    drafter->end(0);
+    const draft::BlockTrace& trace = drafter->last_traces().at(0);
+    EXPECT_LT(max_abs_diff(trace.hidden, test::read_f32(kFixture / "expected" / method / (stem + ".h.f32"))), 1e-4);
+    EXPECT_LT(max_abs_diff(trace.base_logits, test::read_f32(kFixture / "expected" / method / (stem + ".u.f32"))), 1e-3);
+    EXPECT_LT(max_abs_diff(block.logits, test::read_f32(kFixture / "expected" / method / (stem + ".z.f32"))), 1e-3);
+    EXPECT_EQ(block.tokens, expected["draft_tokens"].get<std::vector<int64_t>>());
+    if (method == "dspark") {
+      const std::vector<double> conf = expected["confidences"].get<std::vector<double>>();
+      ASSERT_EQ(block.confidence.size(), conf.size());
+      for (size_t k = 0; k < conf.size(); ++k) EXPECT_NEAR(block.confidence[k], conf[k], 1e-4) << "slot " << k;
+    } else {
+      EXPECT_TRUE(block.confidence.empty());
+    }
+  }
+}
+
+TEST_P(DeepSpecConformance, GreedySpeculativeRunMatchesReference) {
+  torch::NoGradGuard no_grad;
+  const std::string method = GetParam();
+  Fixture f;
+  auto drafter = draft::DSparkDrafter::load((kFixture / method).string(), f.target, {.max_slots = 1, .capacity = 64});
+  for (int c = 0; c < 2; ++c) {
+    SCOPED_TRACE(method + " run " + std::to_string(c));
+    const json expected = read_json(kFixture / "expected" / method / ("specdec_case" + std::to_string(c) + ".json"));
+    engine::GenerationRequest request;
+    request.prompt_ids = expected["prompt_ids"].get<std::vector<int64_t>>();
+    request.sampling.temperature = 0;
+    request.max_tokens = expected["max_new_tokens"].get<int64_t>();
+    request.stop_ids = {458, 456};
+    const engine::SpeculativeResult r = engine::generate_speculative(f.target, *drafter, request, {.gamma = 5});
+    EXPECT_EQ(r.generation.ids, expected["generated_ids"].get<std::vector<int64_t>>());
+    EXPECT_EQ(r.generation.ids, expected["target_greedy_ids"].get<std::vector<int64_t>>());
+    // Every round's accepted count. DeepSpec runs one more round when the last kept token is an
+    // anchor (all it commits is dropped); we stop there. Our last round may also propose fewer
+    // drafts (we never verify past max_tokens), so its count is compared as a lower bound.
+    const json& all_rounds = expected["rounds"];
+    const int64_t last_position = static_cast<int64_t>(request.prompt_ids.size()) + request.max_tokens - 1;
+    std::vector<json> rounds;
+    for (const json& round : all_rounds)
+      if (round["start"].get<int64_t>() < last_position) rounds.push_back(round);
+    ASSERT_EQ(r.stats.rounds, static_cast<int64_t>(rounds.size()));
+    for (size_t i = 0; i + 1 < rounds.size(); ++i)
+      EXPECT_EQ(r.stats.accepted_per_round[i], rounds[i]["accepted"].get<int64_t>()) << "round " << i;
+    EXPECT_LE(r.stats.accepted_per_round.back(), rounds.back()["accepted"].get<int64_t>());
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Methods, DeepSpecConformance, ::testing::Values("dspark", "dflash"));
+
+TEST(DeepSpecConformance, StoredHeadIsUsedWhenTheTargetIsF32) {
+  // The fixture's embed/lm_head are the f32 target's rounded to bf16: loading must accept them
+  // (and use them), while a drafter whose copies differ otherwise is refused.
+  torch::NoGradGuard no_grad;
+  Fixture f;
+  EXPECT_NO_THROW(draft::DSparkDrafter::load((kFixture / "dspark").string(), f.target, {}));
+  test::TempDir dir;
+  model::ModelConfig config = model::ModelConfig::load(kTarget.string());
+  config.torch_dtype = "float32";
+  model::write_random_checkpoint(config, dir.str(), {.seed = 5});  // same shapes, other weights
+  model::Transformer other = model::Transformer::load(dir.str(), {model::WeightDType::kF32});
+  try {
+    draft::DSparkDrafter::load((kFixture / "dspark").string(), other, {});
+    FAIL() << "a drafter for another target loaded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("embed_tokens.weight differs"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace dspark

@@ -1,0 +1,253 @@
+// Speculative generation end to end: greedy equality with autoregressive decoding for every
+// drafter, and losslessness at T > 0 by Monte Carlo through the real code path.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <map>
+
+#include "draft/draft_init.h"
+#include "draft/load_drafter.h"
+#include "engine/autoregressive.h"
+#include "engine/speculative.h"
+#include "model/model_init.h"
+#include "stat_test.h"
+#include "test_util.h"
+
+namespace dspark {
+namespace {
+
+// A drafter of `method` for `target`, written to `dir` with random weights.
+std::unique_ptr<draft::Drafter> random_drafter(const model::Transformer& target, const std::string& method,
+                                               const test::TempDir& dir, uint64_t seed,
+                                               draft::MarkovHead head = draft::MarkovHead::kVanilla) {
+  if (method == "ngram") return draft::load_drafter("ngram", "", target, {.max_slots = 1, .capacity = 256});
+  draft::DrafterInitOptions options;
+  options.method = draft::parse_method(method);
+  options.block_size = 4;
+  options.markov_head = head;
+  const std::string out = (dir / (method + std::to_string(seed))).string();
+  draft::write_random_drafter(target, draft::make_draft_config(target.config(), options), out, seed);
+  return draft::load_drafter(method, out, target, {.max_slots = 1, .capacity = 256});
+}
+
+// ---------------------------------------------------------------------------------------------
+// Greedy: speculative output equals autoregressive output token for token.
+
+struct GreedyCase {
+  std::string target, method;
+  draft::MarkovHead head = draft::MarkovHead::kVanilla;
+};
+
+class GreedyEquality : public ::testing::TestWithParam<GreedyCase> {};
+
+TEST_P(GreedyEquality, SpeculativeEqualsAutoregressive) {
+  torch::NoGradGuard no_grad;
+  const GreedyCase& c = GetParam();
+  model::Transformer target = model::Transformer::load(test::fixture(c.target).string(), {model::WeightDType::kF32});
+  test::TempDir dir;
+  auto drafter = random_drafter(target, c.method, dir, 3, c.head);
+  const std::vector<std::vector<int64_t>> prompts = {{1, 2, 3}, {100, 17, 250, 9, 31, 77, 4}, {5, 5, 5, 5, 6, 5, 5, 5, 5}};
+  for (const auto& prompt : prompts) {
+    engine::GenerationRequest request{prompt, {.temperature = 0}, 40, {}};
+    const auto ar = engine::generate_autoregressive(target, request, 1)[0];
+    for (int64_t gamma : {1, 3, 4}) {
+      const auto spec = engine::generate_speculative(target, *drafter, request, {.gamma = gamma});
+      EXPECT_EQ(spec.generation.ids, ar.ids) << c.method << " gamma " << gamma;
+      EXPECT_EQ(spec.generation.ids.size(), 40u);
+      EXPECT_GT(spec.stats.rounds, 0);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Drafters, GreedyEquality,
+    ::testing::Values(GreedyCase{"tiny-qwen3-tied", "dspark"}, GreedyCase{"tiny-qwen3-tied", "dflash"},
+                      GreedyCase{"tiny-qwen3-tied", "eagle3"}, GreedyCase{"tiny-qwen3-tied", "ngram"},
+                      GreedyCase{"tiny-qwen3-untied", "dspark"}, GreedyCase{"tiny-qwen3-untied", "eagle3"},
+                      GreedyCase{"tiny-qwen3-untied", "dspark", draft::MarkovHead::kRnn}),
+    [](const auto& info) {
+      return info.param.target.substr(11) + "_" + info.param.method +
+             (info.param.head == draft::MarkovHead::kRnn ? "_rnn" : "");
+    });
+
+TEST(Speculative, StopTokenEndsGenerationAndIsNotEmitted) {
+  torch::NoGradGuard no_grad;
+  model::Transformer target = model::Transformer::load(test::fixture("tiny-qwen3-tied").string(), {model::WeightDType::kF32});
+  test::TempDir dir;
+  auto drafter = random_drafter(target, "dspark", dir, 1);
+  engine::GenerationRequest request{{1, 2, 3}, {.temperature = 0}, 40, {}};
+  const auto free_run = engine::generate_autoregressive(target, request, 1)[0];
+  request.stop_ids = {free_run.ids[10]};  // stop at the 11th token's first occurrence
+  const auto ar = engine::generate_autoregressive(target, request, 1)[0];
+  const auto spec = engine::generate_speculative(target, *drafter, request, {.gamma = 4});
+  EXPECT_EQ(spec.generation.ids, ar.ids);
+  EXPECT_EQ(spec.generation.finish_reason, "stop");
+  EXPECT_LE(spec.generation.ids.size(), 10u);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Losslessness by Monte Carlo: the first three generated tokens of N independent speculative
+// samples against the exact autoregressive distribution computed from the target.
+//
+// Target: random Qwen3, vocab 40, 3 layers, weights N(0, 0.35) so distributions are peaked and
+// depend on the context. Drafters: random DSpark (with and without a confidence threshold),
+// DFlash and EAGLE-3, block 4, gamma 3.
+// Sample size: DSPARK_MC_SAMPLES (default 20000 in CI; the full run uses 200000).
+// Tests per case: chi-square of the marginal of tokens 1, 2, 3 and of the joint of tokens 1-2
+// (cells with expectation < 5 pooled). Threshold: p < 1e-4 / (number of tests over all cases),
+// Bonferroni; every case must pass, and a verifier accepting with min(1, q/p) must fail.
+
+int64_t mc_samples() {
+  const char* env = std::getenv("DSPARK_MC_SAMPLES");
+  return env ? std::atoll(env) : 20000;
+}
+
+constexpr int64_t kVocab = 40;
+constexpr int kCases = 5, kTestsPerCase = 4;
+constexpr double kAlpha = 1e-4 / (kCases * kTestsPerCase);
+
+model::Transformer make_mc_target(const test::TempDir& dir) {
+  nlohmann::json j = {{"architectures", {"Qwen3ForCausalLM"}}, {"model_type", "qwen3"}, {"vocab_size", kVocab},
+                      {"hidden_size", 32}, {"intermediate_size", 64}, {"num_hidden_layers", 3},
+                      {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"head_dim", 8},
+                      {"rms_norm_eps", 1e-6}, {"rope_theta", 10000.0}, {"max_position_embeddings", 256},
+                      {"tie_word_embeddings", true}, {"initializer_range", 0.35}, {"torch_dtype", "float32"}};
+  const model::ModelConfig config = model::ModelConfig::from_json(j, "mc target");
+  model::write_random_checkpoint(config, (dir / "target").string(), {.seed = 11});
+  return model::Transformer::load((dir / "target").string(), {model::WeightDType::kF32});
+}
+
+// Exact distributions of the first three tokens after `prompt` under `params`:
+// p1[x1], p2[x1][x2], p3[x1][x2][x3] (each conditional on the earlier tokens).
+struct ExactAr {
+  std::vector<double> p1;
+  std::vector<std::vector<double>> p2;
+  std::vector<std::vector<std::vector<double>>> p3;
+};
+
+ExactAr exact_autoregressive(const model::Transformer& target, const std::vector<int64_t>& prompt,
+                             const sampling::SamplingParams& params) {
+  const int64_t n = static_cast<int64_t>(prompt.size()), V = kVocab;
+  // Every continuation x1 x2 as one row: [V*V, n + 2]; logits at positions n-1, n, n+1.
+  torch::Tensor ids = torch::empty({V * V, n + 2}, torch::kLong);
+  for (int64_t a = 0; a < V; ++a)
+    for (int64_t b = 0; b < V; ++b) {
+      for (int64_t i = 0; i < n; ++i) ids[a * V + b][i] = prompt[i];
+      ids[a * V + b][n] = a;
+      ids[a * V + b][n + 1] = b;
+    }
+  torch::Tensor hidden = target.forward_sequences(ids).final_hidden;
+  auto probs_at = [&](int64_t pos) {  // [V*V, V] f64
+    return sampling::sampling_probs(target.lm_head(hidden.select(1, pos)), params).to(torch::kFloat64).contiguous();
+  };
+  torch::Tensor q1 = probs_at(n - 1), q2 = probs_at(n), q3 = probs_at(n + 1);
+  ExactAr e;
+  e.p1.assign(q1[0].data_ptr<double>(), q1[0].data_ptr<double>() + V);
+  e.p2.resize(V);
+  e.p3.assign(V, std::vector<std::vector<double>>(V));
+  for (int64_t a = 0; a < V; ++a) {
+    e.p2[a].assign(q2[a * V].data_ptr<double>(), q2[a * V].data_ptr<double>() + V);
+    for (int64_t b = 0; b < V; ++b) e.p3[a][b].assign(q3[a * V + b].data_ptr<double>(), q3[a * V + b].data_ptr<double>() + V);
+  }
+  return e;
+}
+
+struct McResult {
+  std::vector<test::ChiSquare> tests;  // token 1, token 2, token 3, joint 1-2
+  double min_p() const {
+    double m = 1;
+    for (const auto& t : tests) m = std::min(m, t.p_value);
+    return m;
+  }
+};
+
+McResult run_monte_carlo(model::Transformer& target, draft::Drafter& drafter, const std::vector<int64_t>& prompt,
+                         const sampling::SamplingParams& params, const engine::SpeculativeOptions& options,
+                         int64_t n_samples) {
+  const int64_t V = kVocab;
+  const ExactAr exact = exact_autoregressive(target, prompt, params);
+  std::vector<int64_t> c1(V), c2(V), c3(V), c12(V * V);
+  for (int64_t s = 0; s < n_samples; ++s) {
+    engine::GenerationRequest request{prompt, params, 3, {}};
+    request.sampling.seed = 1000003 * 7 + static_cast<uint64_t>(s);
+    const auto ids = engine::generate_speculative(target, drafter, request, options).generation.ids;
+    EXPECT_EQ(ids.size(), 3u);
+    if (ids.size() != 3) continue;
+    ++c1[ids[0]];
+    ++c2[ids[1]];
+    ++c3[ids[2]];
+    ++c12[ids[0] * V + ids[1]];
+  }
+  std::vector<double> m2(V), m3(V), j12(V * V);
+  for (int64_t a = 0; a < V; ++a)
+    for (int64_t b = 0; b < V; ++b) {
+      const double pab = exact.p1[a] * exact.p2[a][b];
+      j12[a * V + b] = pab;
+      m2[b] += pab;
+      for (int64_t c = 0; c < V; ++c) m3[c] += pab * exact.p3[a][b][c];
+    }
+  return {{test::chi_square(c1, exact.p1), test::chi_square(c2, m2), test::chi_square(c3, m3), test::chi_square(c12, j12)}};
+}
+
+struct McCase {
+  std::string name, method;
+  double temperature, top_p, threshold;
+};
+
+class MonteCarloLossless : public ::testing::TestWithParam<McCase> {};
+
+TEST_P(MonteCarloLossless, FirstThreeTokensFollowTheTarget) {
+  torch::NoGradGuard no_grad;
+  const McCase& c = GetParam();
+  test::TempDir dir;
+  model::Transformer target = make_mc_target(dir);
+  auto drafter = random_drafter(target, c.method, dir, 21);
+  const sampling::SamplingParams params{.temperature = c.temperature, .top_p = c.top_p};
+  const std::vector<int64_t> prompt = {3, 14, 15, 9, 2, 6};
+  const int64_t n = mc_samples();
+  const McResult r = run_monte_carlo(target, *drafter, prompt, params, {.gamma = 3, .confidence_threshold = c.threshold}, n);
+  for (size_t t = 0; t < r.tests.size(); ++t)
+    std::printf("[mc] %s test %zu: N=%lld chi2=%.1f dof=%lld p=%.3g (threshold %.2g)\n", c.name.c_str(), t,
+                static_cast<long long>(n), r.tests[t].statistic, static_cast<long long>(r.tests[t].dof),
+                r.tests[t].p_value, kAlpha);
+  EXPECT_GE(r.min_p(), kAlpha);
+}
+
+INSTANTIATE_TEST_SUITE_P(Drafters, MonteCarloLossless,
+                         ::testing::Values(McCase{"dspark_T1", "dspark", 1.0, 1.0, 0.0},
+                                           McCase{"dspark_T07_topp09", "dspark", 0.7, 0.9, 0.0},
+                                           McCase{"dspark_T1_threshold", "dspark", 1.0, 1.0, 0.5},
+                                           McCase{"dflash_T07_topp09", "dflash", 0.7, 0.9, 0.0},
+                                           McCase{"eagle3_T1", "eagle3", 1.0, 1.0, 0.0}),
+                         [](const auto& info) { return info.param.name; });
+
+TEST(MonteCarloLossless, BrokenVerifierIsCaught) {
+  // Control: the same test with the acceptance ratio inverted (q/p instead of p/q) must reject.
+  torch::NoGradGuard no_grad;
+  test::TempDir dir;
+  model::Transformer target = make_mc_target(dir);
+  auto drafter = random_drafter(target, "dspark", dir, 21);
+  engine::SpeculativeOptions options{.gamma = 3};
+  options.verifier = [](std::span<const float> p, std::span<const float> q, std::span<const int64_t> tokens,
+                        int64_t vocab, sampling::Rng& rng) {
+    const int64_t n = static_cast<int64_t>(tokens.size());
+    for (int64_t k = 0; k < n; ++k) {
+      const double pk = p[k * vocab + tokens[k]], qk = q[k * vocab + tokens[k]];
+      if (!(rng.uniform() * pk < qk)) {  // broken: min(1, q/p)
+        std::vector<float> residual(vocab);
+        for (int64_t v = 0; v < vocab; ++v) residual[v] = std::max(0.0f, p[k * vocab + v] - q[k * vocab + v]);
+        float total = 0;
+        for (float r : residual) total += r;
+        for (float& r : residual) r /= total;
+        return sampling::VerifyOutcome{k, sampling::sample_from_probs(residual.data(), vocab, rng)};
+      }
+    }
+    return sampling::VerifyOutcome{n, sampling::sample_from_probs(p.data() + n * vocab, vocab, rng)};
+  };
+  const McResult r = run_monte_carlo(target, *drafter, {3, 14, 15, 9, 2, 6}, {.temperature = 1.0}, options, mc_samples());
+  std::printf("[mc] broken verifier: min p = %.3g (threshold %.2g)\n", r.min_p(), kAlpha);
+  EXPECT_LT(r.min_p(), kAlpha);
+}
+
+}  // namespace
+}  // namespace dspark
