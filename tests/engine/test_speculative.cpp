@@ -154,6 +154,7 @@ ExactAr exact_autoregressive(const model::Transformer& target, const std::vector
 
 struct McResult {
   std::vector<test::ChiSquare> tests;  // token 1, token 2, token 3, joint 1-2
+  engine::SpeculativeStats stats;      // pooled over the samples (shows drafts were accepted)
   double min_p() const {
     double m = 1;
     for (const auto& t : tests) m = std::min(m, t.p_value);
@@ -167,10 +168,13 @@ McResult run_monte_carlo(model::Transformer& target, draft::Drafter& drafter, co
   const int64_t V = kVocab;
   const ExactAr exact = exact_autoregressive(target, prompt, params);
   std::vector<int64_t> c1(V), c2(V), c3(V), c12(V * V);
+  engine::SpeculativeStats stats;
   for (int64_t s = 0; s < n_samples; ++s) {
     engine::GenerationRequest request{prompt, params, 3, {}};
     request.sampling.seed = 1000003 * 7 + static_cast<uint64_t>(s);
-    const auto ids = engine::generate_speculative(target, drafter, request, options).generation.ids;
+    const engine::SpeculativeResult result = engine::generate_speculative(target, drafter, request, options);
+    stats.merge(result.stats);
+    const std::vector<int64_t>& ids = result.generation.ids;
     EXPECT_EQ(ids.size(), 3u);
     if (ids.size() != 3) continue;
     ++c1[ids[0]];
@@ -186,7 +190,8 @@ McResult run_monte_carlo(model::Transformer& target, draft::Drafter& drafter, co
       m2[b] += pab;
       for (int64_t c = 0; c < V; ++c) m3[c] += pab * exact.p3[a][b][c];
     }
-  return {{test::chi_square(c1, exact.p1), test::chi_square(c2, m2), test::chi_square(c3, m3), test::chi_square(c12, j12)}};
+  return {{test::chi_square(c1, exact.p1), test::chi_square(c2, m2), test::chi_square(c3, m3), test::chi_square(c12, j12)},
+          stats};
 }
 
 struct McCase {
@@ -210,6 +215,10 @@ TEST_P(MonteCarloLossless, FirstThreeTokensFollowTheTarget) {
     std::printf("[mc] %s test %zu: N=%lld chi2=%.1f dof=%lld p=%.3g (threshold %.2g)\n", c.name.c_str(), t,
                 static_cast<long long>(n), r.tests[t].statistic, static_cast<long long>(r.tests[t].dof),
                 r.tests[t].p_value, kAlpha);
+  std::printf("[mc] %s: %lld rounds, %.3f drafts accepted per proposed\n", c.name.c_str(),
+              static_cast<long long>(r.stats.rounds),
+              r.stats.proposed ? double(r.stats.committed - r.stats.rounds) / double(r.stats.proposed) : 0.0);
+  EXPECT_GT(r.stats.committed, r.stats.rounds);  // some drafts were accepted: the accept path ran
   EXPECT_GE(r.min_p(), kAlpha);
 }
 
