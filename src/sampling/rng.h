@@ -20,7 +20,9 @@ class Rng {
 
   // Uniform in the open interval (0, 1): never exactly 0 or 1, so `u < p` with p = 0 always rejects
   // and p = 1 always accepts.
-  double uniform() { return (static_cast<double>(next_u64() >> 11) + 0.5) * 0x1.0p-53; }
+  // 52 bits: (m + 0.5) 2^-52 is exact for every m < 2^52, so the largest value is 1 - 2^-53 (with
+  // 53 bits the + 0.5 would round the top value up to exactly 1).
+  double uniform() { return (static_cast<double>(next_u64() >> 12) + 0.5) * 0x1.0p-52; }
 
   uint64_t seed() const { return seed_; }
   uint64_t counter() const { return counter_; }
