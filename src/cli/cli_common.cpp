@@ -49,6 +49,14 @@ std::optional<tokenizer::Tokenizer> load_tokenizer_if_present(const std::string&
   return tokenizer::Tokenizer::load(model_dir);
 }
 
+int64_t resolve_gamma(const std::optional<int64_t>& flag, const draft::Drafter& drafter) {
+  const int64_t limit = drafter.max_gamma();
+  const int64_t gamma = flag.value_or(limit > 0 ? limit : 7);
+  if (limit > 0 && gamma > limit)
+    throw Error("--gamma " + std::to_string(gamma) + " exceeds the drafter's block size " + std::to_string(limit));
+  return gamma;
+}
+
 void PromptArgs::add_to(CLI::App* cmd) {
   cmd->add_option("--prompt", prompt, "prompt text");
   cmd->add_option("--prompt-ids", prompt_ids, "prompt as comma-separated token ids");

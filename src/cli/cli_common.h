@@ -8,6 +8,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "draft/drafter.h"
 #include "model/config.h"
 #include "model/transformer.h"
 #include "sampling/sampling.h"
@@ -23,6 +24,10 @@ model::WeightDType parse_weight_dtype(const std::string& name);
 std::string default_model_dir();
 // The tokenizer in a model directory, if it has one.
 std::optional<tokenizer::Tokenizer> load_tokenizer_if_present(const std::string& model_dir);
+
+// --gamma, defaulting to the drafter's largest proposal (its block size), else 7; throws if the
+// drafter cannot propose that many.
+int64_t resolve_gamma(const std::optional<int64_t>& flag, const draft::Drafter& drafter);
 
 // --prompt TEXT | --prompt-ids IDS, with --chat.
 struct PromptArgs {

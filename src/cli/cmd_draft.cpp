@@ -33,8 +33,7 @@ void run_draft(const DraftArgs& args) {
   const int64_t n = static_cast<int64_t>(prompt.size());
   std::unique_ptr<draft::Drafter> drafter = draft::load_drafter(
       args.method, args.draft_dir, target, {.max_slots = 1, .capacity = n + 64, .weight_dtype = parse_weight_dtype(args.dtype)});
-  auto* dspark = dynamic_cast<draft::DSparkDrafter*>(drafter.get());
-  const int64_t gamma = args.gamma.value_or(dspark ? dspark->config().block_size : 7);
+  const int64_t gamma = resolve_gamma(args.gamma, *drafter);
 
   model::KvCache cache = target.make_cache(1, n + 1);
   const int64_t slot = *cache.allocate();
@@ -42,8 +41,7 @@ void run_draft(const DraftArgs& args) {
   torch::Tensor last = out.logits[0].contiguous();
   const int64_t anchor = args.anchor.value_or(sampling::argmax(last.data_ptr<float>(), last.numel()));
   if (anchor < 0 || anchor >= target.config().vocab_size) throw Error("--anchor " + std::to_string(anchor) + " out of range");
-  torch::Tensor features = out.layer_hidden.empty() ? torch::empty({n, 0}) : torch::cat(out.layer_hidden, 1);
-  drafter->begin(0, prompt, features);
+  drafter->begin(0, prompt, out.captured_features());
   sampling::Rng rng(params.seed);
   draft::DraftRequest request{0, anchor, gamma, 0.0, &params, &rng, /*return_logits=*/true};
   const draft::DraftBlock block = drafter->propose({request})[0];

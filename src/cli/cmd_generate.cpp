@@ -60,11 +60,7 @@ void run_generate(const GenerateArgs& args) {
     const int64_t capacity = static_cast<int64_t>(request.prompt_ids.size()) + args.max_tokens + 64;
     drafter = draft::load_drafter(args.method, args.draft_dir, model,
                                   {.max_slots = 1, .capacity = capacity, .weight_dtype = parse_weight_dtype(args.dtype)});
-    auto* dspark = dynamic_cast<draft::DSparkDrafter*>(drafter.get());
-    spec.gamma = args.gamma.value_or(dspark ? dspark->config().block_size : 7);
-    if (dspark && spec.gamma > dspark->config().block_size)
-      throw Error("--gamma " + std::to_string(spec.gamma) + " exceeds the drafter's block size " +
-                  std::to_string(dspark->config().block_size));
+    spec.gamma = resolve_gamma(args.gamma, *drafter);
     spec.confidence_threshold = args.confidence_threshold;
   }
 

@@ -1,9 +1,9 @@
 #include "draft/draft_config.h"
 
-#include <fstream>
 #include <filesystem>
 
 #include "common/error.h"
+#include "common/json_file.h"
 
 namespace dspark::draft {
 
@@ -87,15 +87,7 @@ DraftConfig DraftConfig::from_json(const json& j, const std::string& source) {
 DraftConfig DraftConfig::load(const std::string& path) {
   namespace fs = std::filesystem;
   const std::string file = fs::is_directory(path) ? (fs::path(path) / "config.json").string() : path;
-  std::ifstream in(file);
-  if (!in) throw Error(file + ": cannot open");
-  json j;
-  try {
-    j = json::parse(in);
-  } catch (const json::exception& e) {
-    throw Error(file + ": invalid JSON (" + std::string(e.what()) + ")");
-  }
-  return from_json(j, file);
+  return from_json(read_json_file(file), file);
 }
 
 json DraftConfig::to_json() const {

@@ -1,9 +1,9 @@
 #include "draft/draft_init.h"
 
 #include <filesystem>
-#include <fstream>
 
 #include "common/error.h"
+#include "common/json_file.h"
 #include "model/safetensors.h"
 #include "tokenizer/tokenizer.h"
 
@@ -90,9 +90,7 @@ void write_random_drafter(const model::Transformer& target, const DraftConfig& c
   model::write_safetensors((std::filesystem::path(out_dir) / "model.safetensors").string(), to_write);
   nlohmann::json json = c.to_json();
   json["torch_dtype"] = "bfloat16";
-  std::ofstream out(std::filesystem::path(out_dir) / "config.json");
-  if (!out) throw Error(out_dir + "/config.json: cannot open for writing");
-  out << json.dump(2) << "\n";
+  write_json_file(std::filesystem::path(out_dir) / "config.json", json);
 }
 
 }  // namespace dspark::draft

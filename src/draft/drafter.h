@@ -50,6 +50,8 @@ class Drafter {
   virtual const std::vector<int64_t>& target_layer_ids() const = 0;
   // Slots available; begin() takes a free slot index below this.
   virtual int64_t max_slots() const = 0;
+  // The most drafts one proposal can hold (DSpark / DFlash: the block size); 0: no limit.
+  virtual int64_t max_gamma() const { return 0; }
 
   // After the target's prefill of `prompt_ids` (positions 0..n-1) with their features [n, m*d].
   virtual void begin(int64_t slot, const std::vector<int64_t>& prompt_ids, const torch::Tensor& features) = 0;

@@ -8,18 +8,9 @@
 
 namespace dspark::draft {
 
-namespace {
-
-bool has_tensor(const model::SafetensorsArchive& archive, const std::string& name) {
-  const std::vector<std::string> names = archive.names();
-  return std::binary_search(names.begin(), names.end(), name);
-}
-
-}  // namespace
-
 torch::Tensor shared_or_stored(const model::SafetensorsArchive& archive, const std::string& name,
                                const torch::Tensor& target_tensor, const std::string& dir) {
-  if (!has_tensor(archive, name)) return target_tensor;
+  if (!archive.contains(name)) return target_tensor;
   const model::TensorView& view = archive.get(name);
   const torch::ScalarType stored_dtype = view.dtype == model::DType::kF32 ? torch::kFloat32 : torch::kBFloat16;
   const torch::Tensor stored = model::read_tensor(archive, name, {target_tensor.size(0), target_tensor.size(1)}, stored_dtype);
@@ -65,12 +56,8 @@ void DSparkDrafter::load_weights(const std::string& dir, torch::ScalarType matri
   fc_.weight = matrix("fc.weight", {d, m * d});
   hidden_norm_ = vector("hidden_norm.weight", {d});
   for (int64_t l = 0; l < c.n_layers; ++l) {
-    model::DecoderLayer layer = model::load_decoder_layer(archive, "layers." + std::to_string(l) + ".", c, matrix_dtype);
-    for (torch::Tensor* t : {&layer.input_norm, &layer.qkv.weight, &layer.qkv.bias, &layer.q_norm, &layer.k_norm,
-                             &layer.o_proj.weight, &layer.o_proj.bias, &layer.post_norm, &layer.gate_up.weight,
-                             &layer.down.weight})
-      if (t->defined()) *t = t->to(target_.device());
-    layers_.push_back(std::move(layer));
+    layers_.push_back(model::load_decoder_layer(archive, "layers." + std::to_string(l) + ".", c, matrix_dtype,
+                                                target_.device()));
   }
   norm_ = vector("norm.weight", {d});
   if (r > 0) {

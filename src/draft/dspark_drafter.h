@@ -50,6 +50,7 @@ class DSparkDrafter : public Drafter {
   std::string method() const override { return method_name(config_.method); }
   const std::vector<int64_t>& target_layer_ids() const override { return config_.target_layer_ids; }
   int64_t max_slots() const override { return static_cast<int64_t>(slots_.size()); }
+  int64_t max_gamma() const override { return config_.block_size; }
   void begin(int64_t slot, const std::vector<int64_t>& prompt_ids, const torch::Tensor& features) override;
   std::vector<DraftBlock> propose(const std::vector<DraftRequest>& requests) override;
   void commit(int64_t slot, const std::vector<int64_t>& tokens, const torch::Tensor& features) override;

@@ -33,7 +33,6 @@ void Eagle3Drafter::load_weights(const std::string& dir, torch::ScalarType matri
   const model::SafetensorsArchive archive = model::SafetensorsArchive::open(dir);
   const model::ModelConfig& c = config_.backbone;
   const int64_t d = c.hidden_size, m = static_cast<int64_t>(config_.target_layer_ids.size());
-  const int64_t q_dim = c.n_heads * c.head_dim, kv_dim = c.n_kv_heads * c.head_dim;
   const torch::Device device = target_.device();
   auto matrix = [&](const std::string& name, std::vector<int64_t> shape) {
     return model::read_tensor(archive, name, shape, matrix_dtype).to(device);
@@ -46,19 +45,7 @@ void Eagle3Drafter::load_weights(const std::string& dir, torch::ScalarType matri
   fc_.weight = matrix("fc.weight", {d, m * d});
   const std::string p = "layers.0.";
   hidden_norm_ = vector(p + "hidden_norm.weight", d);
-  layer_.input_norm = vector(p + "input_layernorm.weight", d);
-  layer_.qkv.weight = torch::cat({matrix(p + "self_attn.q_proj.weight", {q_dim, 2 * d}),
-                                  matrix(p + "self_attn.k_proj.weight", {kv_dim, 2 * d}),
-                                  matrix(p + "self_attn.v_proj.weight", {kv_dim, 2 * d})});
-  if (c.qk_norm) {
-    layer_.q_norm = vector(p + "self_attn.q_norm.weight", c.head_dim);
-    layer_.k_norm = vector(p + "self_attn.k_norm.weight", c.head_dim);
-  }
-  layer_.o_proj.weight = matrix(p + "self_attn.o_proj.weight", {d, q_dim});
-  layer_.post_norm = vector(p + "post_attention_layernorm.weight", d);
-  layer_.gate_up.weight = torch::cat({matrix(p + "mlp.gate_proj.weight", {c.intermediate_size, d}),
-                                      matrix(p + "mlp.up_proj.weight", {c.intermediate_size, d})});
-  layer_.down.weight = matrix(p + "mlp.down_proj.weight", {d, c.intermediate_size});
+  layer_ = model::load_decoder_layer(archive, p, c, matrix_dtype, device, 2 * d);
   norm_ = vector("norm.weight", d);
 }
 

@@ -12,12 +12,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-// Features the drafter reads, [n_tokens, m * hidden], from a forward's captured layers.
-torch::Tensor drafter_features(const model::ForwardOutput& out) {
-  if (out.layer_hidden.empty()) return torch::empty({0, 0});
-  return torch::cat(out.layer_hidden, 1);
-}
-
 // One token from a row of logits [vocab], as the autoregressive path draws it.
 int64_t draw_token(const torch::Tensor& logits_row, const sampling::SamplingParams& params, sampling::Rng& rng) {
   if (params.greedy()) {
@@ -114,7 +108,7 @@ SpeculativeResult generate_speculative(model::Transformer& target, draft::Drafte
     result.seconds = seconds_since(t0);
     return out;
   }
-  drafter.begin(kDraftSlot, request.prompt_ids, drafter_features(first));
+  drafter.begin(kDraftSlot, request.prompt_ids, first.captured_features());
 
   const SampledVerifier verify = options.verifier ? options.verifier : SampledVerifier(sampling::verify_sampled);
   for (;;) {
@@ -172,7 +166,7 @@ SpeculativeResult generate_speculative(model::Transformer& target, draft::Drafte
 
     cache.truncate(slot, start + a + 1);  // anchor + accepted drafts; the next anchor is not yet in
     std::vector<int64_t> committed_ids(verify_ids.begin(), verify_ids.begin() + a + 1);
-    torch::Tensor features = layers.empty() ? torch::empty({a + 1, 0}) : drafter_features(verified).narrow(0, 0, a + 1);
+    torch::Tensor features = layers.empty() ? torch::empty({a + 1, 0}) : verified.captured_features().narrow(0, 0, a + 1);
     drafter.commit(kDraftSlot, committed_ids, features);
     anchor = outcome.next_token;
   }

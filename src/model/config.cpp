@@ -4,10 +4,10 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 
 #include "common/error.h"
+#include "common/json_file.h"
 #include "common/one_line_error.h"
 
 namespace dspark::model {
@@ -29,19 +29,6 @@ std::string brief(const json& v) {
   return std::string(v.type_name()) + " " + s;
 }
 
-
-json read_json_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(path, std::string("cannot open (") + std::strerror(errno) + ")");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) fail(path, "read error");
-  try {
-    return json::parse(ss.str());
-  } catch (const json::exception& e) {
-    fail(path, "not valid JSON: " + json_error_reason(e));
-  }
-}
 
 // Typed access to one JSON object; `prefix` qualifies key names in messages ("rope_scaling.").
 class Reader {

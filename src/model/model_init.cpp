@@ -1,12 +1,12 @@
 #include "model/model_init.h"
 
 #include <filesystem>
-#include <fstream>
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
 #include "common/error.h"
+#include "common/json_file.h"
 #include "model/safetensors.h"
 
 namespace dspark::model {
@@ -41,16 +41,6 @@ std::vector<TensorSpec> hf_checkpoint_layout(const ModelConfig& c) {
   return specs;
 }
 
-namespace {
-
-void write_json(const std::filesystem::path& path, const nlohmann::json& json) {
-  std::ofstream out(path);
-  if (!out) throw Error(path.string() + ": cannot open for writing");
-  out << json.dump(2) << "\n";
-}
-
-}  // namespace
-
 void write_random_checkpoint(const ModelConfig& config, const std::string& out_dir, const InitOptions& options) {
   const std::filesystem::path dir(out_dir);
   std::filesystem::create_directories(dir);
@@ -74,10 +64,10 @@ void write_random_checkpoint(const ModelConfig& config, const std::string& out_d
 
   nlohmann::json json = config.to_json();
   json["torch_dtype"] = bf16 ? "bfloat16" : "float32";
-  write_json(dir / "config.json", json);
+  write_json_file(dir / "config.json", json);
   GenerationConfig generation;
   generation.eos_token_ids = config.eos_token_ids;
-  write_json(dir / "generation_config.json", generation.to_json());
+  write_json_file(dir / "generation_config.json", generation.to_json());
 }
 
 }  // namespace dspark::model

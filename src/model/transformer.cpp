@@ -4,12 +4,12 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
+#include "common/json_file.h"
 #include "model/kernels/attention_small.h"
 #include "model/kernels/row_ops.h"
 #include "model/blas_check.h"
@@ -70,18 +70,13 @@ void Transformer::load_weights(const std::string& dir) {
     return read_tensor(archive, name, {size}, torch::kFloat32);
   };
   embed_ = matrix("model.embed_tokens.weight", {c.vocab_size, c.hidden_size});
-  for (int64_t l = 0; l < c.n_layers; ++l) layers_.push_back(load_decoder_layer(archive, layer_prefix(l), c, matrix_dtype));
+  for (int64_t l = 0; l < c.n_layers; ++l) layers_.push_back(load_decoder_layer(archive, layer_prefix(l), c, matrix_dtype, device_));
   final_norm_ = vector("model.norm.weight", c.hidden_size);
   lm_head_.weight = c.tie_word_embeddings ? embed_ : matrix("lm_head.weight", {c.vocab_size, c.hidden_size});
 
   if (!device_.is_cpu()) {
     auto move = [&](torch::Tensor& t) { if (t.defined()) t = t.to(device_); };
     move(embed_); move(final_norm_); move(lm_head_.weight);
-    for (DecoderLayer& layer : layers_)
-      for (torch::Tensor* t : {&layer.input_norm, &layer.qkv.weight, &layer.qkv.bias, &layer.q_norm, &layer.k_norm,
-                               &layer.o_proj.weight, &layer.o_proj.bias, &layer.post_norm, &layer.gate_up.weight,
-                               &layer.down.weight})
-        move(*t);
     if (c.tie_word_embeddings) lm_head_.weight = embed_;
   }
 }
@@ -147,18 +142,20 @@ torch::Tensor Transformer::attention(const torch::Tensor& q, KvCache& cache, int
 }
 
 DecoderLayer load_decoder_layer(const SafetensorsArchive& archive, const std::string& p, const ModelConfig& c,
-                                torch::ScalarType matrix_dtype) {
+                                torch::ScalarType matrix_dtype, const torch::Device& device,
+                                int64_t attention_input) {
   auto matrix = [&](const std::string& name, std::vector<int64_t> shape) {
     return read_tensor(archive, name, shape, matrix_dtype);
   };
   auto vector = [&](const std::string& name, int64_t size) { return read_tensor(archive, name, {size}, torch::kFloat32); };
   auto bias = [&](const std::string& name, int64_t size) { return c.attention_bias ? vector(name, size) : torch::Tensor(); };
   const int64_t q_dim = c.n_heads * c.head_dim, kv_dim = c.n_kv_heads * c.head_dim;
+  const int64_t in = attention_input > 0 ? attention_input : c.hidden_size;
   DecoderLayer layer;
   layer.input_norm = vector(p + "input_layernorm.weight", c.hidden_size);
-  layer.qkv.weight = torch::cat({matrix(p + "self_attn.q_proj.weight", {q_dim, c.hidden_size}),
-                                 matrix(p + "self_attn.k_proj.weight", {kv_dim, c.hidden_size}),
-                                 matrix(p + "self_attn.v_proj.weight", {kv_dim, c.hidden_size})});
+  layer.qkv.weight = torch::cat({matrix(p + "self_attn.q_proj.weight", {q_dim, in}),
+                                 matrix(p + "self_attn.k_proj.weight", {kv_dim, in}),
+                                 matrix(p + "self_attn.v_proj.weight", {kv_dim, in})});
   if (c.attention_bias)
     layer.qkv.bias = torch::cat({bias(p + "self_attn.q_proj.bias", q_dim), bias(p + "self_attn.k_proj.bias", kv_dim),
                                  bias(p + "self_attn.v_proj.bias", kv_dim)});
@@ -172,6 +169,11 @@ DecoderLayer load_decoder_layer(const SafetensorsArchive& archive, const std::st
   layer.gate_up.weight = torch::cat({matrix(p + "mlp.gate_proj.weight", {c.intermediate_size, c.hidden_size}),
                                      matrix(p + "mlp.up_proj.weight", {c.intermediate_size, c.hidden_size})});
   layer.down.weight = matrix(p + "mlp.down_proj.weight", {c.hidden_size, c.intermediate_size});
+  if (!device.is_cpu())
+    for (torch::Tensor* t : {&layer.input_norm, &layer.qkv.weight, &layer.qkv.bias, &layer.q_norm, &layer.k_norm,
+                             &layer.o_proj.weight, &layer.o_proj.bias, &layer.post_norm, &layer.gate_up.weight,
+                             &layer.down.weight})
+      if (t->defined()) *t = t->to(device);
   return layer;
 }
 
@@ -425,9 +427,7 @@ void Transformer::save(const std::string& dir, WeightDType dtype) const {
   write_safetensors((std::filesystem::path(dir) / "model.safetensors").string(), to_write);
   nlohmann::json json = c.to_json();
   json["torch_dtype"] = dtype == WeightDType::kBF16 ? "bfloat16" : "float32";
-  std::ofstream out(std::filesystem::path(dir) / "config.json");
-  if (!out) throw Error(dir + "/config.json: cannot open for writing");
-  out << json.dump(2) << "\n";
+  write_json_file(std::filesystem::path(dir) / "config.json", json);
 }
 
 ForwardOutput Transformer::prefill(KvCache& cache, int64_t slot, const std::vector<int64_t>& token_ids,

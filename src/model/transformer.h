@@ -41,6 +41,12 @@ struct ForwardOutput {
   std::vector<torch::Tensor> layer_hidden;  // per capture layer: [n_tokens, hidden] f32, residual
                                             // stream after that layer, before the final norm
   torch::Tensor final_hidden;               // [n_tokens, hidden] f32 (if asked)
+
+  // The captured layers side by side, as drafters read them: [n_tokens, m * hidden]; [0, 0] when
+  // no layer was captured.
+  torch::Tensor captured_features() const {
+    return layer_hidden.empty() ? torch::empty({0, 0}) : torch::cat(layer_hidden, 1);
+  }
 };
 
 enum class WeightDType { kF32, kBF16 };
@@ -138,9 +144,12 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> attention_inputs(const D
 torch::Tensor layer_output(const DecoderLayer& layer, const ModelConfig& config, const torch::Tensor& x,
                            const torch::Tensor& attn);
 // Reads "<prefix>input_layernorm.weight", "<prefix>self_attn.q_proj.weight", ... (Hugging Face
-// names) into a DecoderLayer with fused qkv and gate_up; matrices in matrix_dtype, vectors in f32.
+// names) into a DecoderLayer with fused qkv and gate_up on `device`; matrices in matrix_dtype,
+// vectors in f32. attention_input: the width q/k/v_proj read (0: hidden_size; EAGLE-3's layer
+// reads 2 * hidden).
 DecoderLayer load_decoder_layer(const SafetensorsArchive& archive, const std::string& prefix, const ModelConfig& config,
-                                torch::ScalarType matrix_dtype);
+                                torch::ScalarType matrix_dtype, const torch::Device& device,
+                                int64_t attention_input = 0);
 // A checkpoint tensor copied out of the mmap in `dtype`; throws if absent or mis-shaped.
 torch::Tensor read_tensor(const SafetensorsArchive& archive, const std::string& name, const std::vector<int64_t>& shape,
                           torch::ScalarType dtype);

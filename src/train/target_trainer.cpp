@@ -8,6 +8,7 @@
 #include <regex>
 
 #include "common/error.h"
+#include "common/json_file.h"
 #include "common/progress.h"
 #include "model/config.h"
 #include "model/model_init.h"
@@ -23,22 +24,6 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
-
-void write_json_file(const fs::path& path, const json& j) {
-  std::ofstream out(path);
-  if (!out) throw Error(path.string() + ": cannot open for writing");
-  out << j.dump(2) << "\n";
-}
-
-json read_json_file(const fs::path& path) {
-  std::ifstream in(path);
-  if (!in) throw Error(path.string() + ": cannot open");
-  try {
-    return json::parse(in);
-  } catch (const json::exception& e) {
-    throw Error(path.string() + ": " + e.what());
-  }
-}
 
 // The options a resumed run must share with the run that wrote the checkpoint.
 json schedule_fingerprint(const TargetTrainOptions& o, int64_t n_windows) {
