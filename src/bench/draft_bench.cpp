@@ -37,27 +37,38 @@ std::vector<DraftPoint> run_draft_bench(const model::Transformer& target, const 
   std::vector<DraftPoint> points;
   const int64_t n_calls = o.warmup + o.runs;
   const int64_t capacity = o.context + 2 * n_calls + 32;
+  const int64_t n_methods = static_cast<int64_t>(o.methods.size());
   sampling::SamplingParams params{.temperature = 1.0};
-  for (const std::string& method : o.methods) {
-    for (int64_t gamma : o.gammas) {
-      auto drafter = random_drafter(target, method, gamma, capacity, o.work_dir);
-      const int64_t width = c.hidden_size * static_cast<int64_t>(drafter->target_layer_ids().size());
-      at::Generator gen = at::detail::createCPUGenerator(7);
-      std::vector<int64_t> prompt(o.context);
-      for (int64_t i = 0; i < o.context; ++i) prompt[i] = (i * 7919) % c.vocab_size;
-      drafter->begin(0, prompt, torch::randn({o.context, width}, gen).to(target.device()));
-      sampling::Rng rng(1);
-      DraftPoint point{method, gamma, 0, {}};
-      for (int64_t call = 0; call < n_calls; ++call) {
+  for (int64_t gamma : o.gammas) {
+    // The methods take turns call by call, so a slow patch of the machine (or the context growing
+    // by a row or two per call) affects them all alike and their ratios stay fair.
+    std::vector<std::unique_ptr<draft::Drafter>> drafters;
+    std::vector<int64_t> widths;
+    std::vector<DraftPoint> gamma_points;
+    at::Generator gen = at::detail::createCPUGenerator(7);
+    std::vector<int64_t> prompt(o.context);
+    for (int64_t i = 0; i < o.context; ++i) prompt[i] = (i * 7919) % c.vocab_size;
+    for (const std::string& method : o.methods) {
+      drafters.push_back(random_drafter(target, method, gamma, capacity, o.work_dir));
+      widths.push_back(c.hidden_size * static_cast<int64_t>(drafters.back()->target_layer_ids().size()));
+      drafters.back()->begin(0, prompt, torch::randn({o.context, widths.back()}, gen).to(target.device()));
+      gamma_points.push_back({method, gamma, 0, {}});
+    }
+    sampling::Rng rng(1);
+    for (int64_t call = 0; call < n_calls; ++call) {
+      const int64_t rows = 1 + call % 2;  // a verify round commits anchor (+ accepted drafts)
+      for (int64_t turn = 0; turn < n_methods; ++turn) {
+        const int64_t i = (call + turn) % n_methods;
         const auto t0 = std::chrono::steady_clock::now();
-        drafter->propose({{0, static_cast<int64_t>(call % c.vocab_size), gamma, 0.0, &params, &rng}});
+        drafters[i]->propose({{0, static_cast<int64_t>(call % c.vocab_size), gamma, 0.0, &params, &rng}});
         const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-        if (call >= o.warmup) point.runs_ms.push_back(ms);
-        const int64_t rows = 1 + call % 2;  // a verify round commits anchor (+ accepted drafts)
-        drafter->commit(0, std::vector<int64_t>(rows, 1), torch::randn({rows, width}, gen).to(target.device()));
+        if (call >= o.warmup) gamma_points[i].runs_ms.push_back(ms);
+        drafters[i]->commit(0, std::vector<int64_t>(rows, 1), torch::randn({rows, widths[i]}, gen).to(target.device()));
       }
+    }
+    for (DraftPoint& point : gamma_points) {
       point.median_ms = median(point.runs_ms);
-      if (progress) progress(method + " gamma " + std::to_string(gamma) + ": " + std::to_string(point.median_ms) + " ms");
+      if (progress) progress(point.method + " gamma " + std::to_string(gamma) + ": " + std::to_string(point.median_ms) + " ms");
       points.push_back(std::move(point));
     }
   }

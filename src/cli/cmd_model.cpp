@@ -77,7 +77,7 @@ void register_model(CLI::App& app) {
   init_drafter->add_option("--seed", d->seed, "random seed");
   init_drafter->add_option("--layers", d->layers, "draft layers (default: 1 for eagle3; 5 on targets of 24+ layers, else 2)");
   init_drafter->add_option("--block-size", d->block_size, "DSpark/DFlash block size (drafts per round)")->capture_default_str();
-  init_drafter->add_option("--markov-rank", d->markov_rank, "DSpark Markov head rank (default: min(256, hidden))");
+  init_drafter->add_option("--markov-rank", d->markov_rank, "DSpark Markov head rank (default: min(256, hidden / 8))");
   init_drafter->add_option("--markov-head", d->markov_head, "vanilla | rnn")->capture_default_str();
   init_drafter->add_option("--mask-token-id", d->mask_token_id, "mask token (default: the tokenizer's <|mask|>, else vocab - 1)");
   init_drafter->callback([d] { run_init_drafter(*d); });

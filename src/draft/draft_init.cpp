@@ -21,7 +21,7 @@ DraftConfig make_draft_config(const model::ModelConfig& target, const DrafterIni
   c.block_size = o.block_size;
   c.mask_token_id = o.mask_token_id >= 0 ? o.mask_token_id : target.vocab_size - 1;
   if (o.method == DraftMethod::kDSpark) {
-    c.markov_rank = o.markov_rank > 0 ? o.markov_rank : std::min<int64_t>(256, target.hidden_size);
+    c.markov_rank = o.markov_rank > 0 ? o.markov_rank : std::min<int64_t>(256, target.hidden_size / 8);
     c.markov_head = o.markov_head;
     c.confidence_head = true;
     c.confidence_with_markov = true;

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "common/error.h"
+#include "model/kernels/linear_small.h"
 #include "model/safetensors.h"
 
 namespace dspark::draft {
@@ -61,8 +62,9 @@ void DSparkDrafter::load_weights(const std::string& dir, torch::ScalarType matri
   }
   norm_ = vector("norm.weight", {d});
   if (r > 0) {
-    markov_w1_ = vector("markov_head.markov_w1.weight", {c.vocab_size, r});
+    markov_w1_ = vector("markov_head.markov_w1.weight", {c.vocab_size, r}).contiguous();
     markov_w2_.weight = matrix("markov_head.markov_w2.weight", {c.vocab_size, r});
+    markov_w1_is_bf16_ = torch::equal(markov_w1_, markov_w1_.to(torch::kBFloat16).to(torch::kFloat32));
     if (config_.markov_head == MarkovHead::kRnn) {
       rnn_joint_.weight = matrix("markov_head.joint_proj.weight", {3 * r, 2 * r + d});
       rnn_joint_.bias = vector("markov_head.joint_proj.bias", {3 * r});
@@ -71,7 +73,11 @@ void DSparkDrafter::load_weights(const std::string& dir, torch::ScalarType matri
   if (config_.confidence_head) {
     const int64_t width = config_.confidence_with_markov ? d + r : d;
     confidence_w_ = vector("confidence_head.proj.weight", {1, width}).view({width});
-    confidence_b_ = vector("confidence_head.proj.bias", {1}).item<double>();
+    confidence_b_ = vector("confidence_head.proj.bias", {1}).item<float>();
+    if (config_.confidence_with_markov) {
+      torch::Tensor table = markov_w1_.mv(confidence_w_.narrow(0, d, r)).cpu().contiguous();  // [vocab]
+      confidence_token_term_.assign(table.data_ptr<float>(), table.data_ptr<float>() + table.numel());
+    }
   }
 }
 
@@ -198,6 +204,29 @@ torch::Tensor DSparkDrafter::markov_bias(const torch::Tensor& w1, const torch::T
   return markov_w2_.forward(torch::tanh(gco.narrow(1, 2 * r, r)));
 }
 
+void DSparkDrafter::add_markov_bias(torch::Tensor logits, const std::vector<int64_t>& prev,
+                                    const torch::Tensor& hidden, torch::Tensor& rnn_state) const {
+  const int64_t n = logits.size(0), vocab = logits.size(1), r = config_.markov_rank;
+  if (config_.markov_head == MarkovHead::kVanilla && logits.is_cpu() && logits.stride(1) == 1) {
+    // The serial loop runs this once per slot, so on the CPU it skips libtorch's per-op dispatch:
+    // gather the W1 rows, then one streaming W2 product added into the logits rows in place. W1
+    // rows that are bf16 numbers (checkpoints are stored in bf16) let it use bf16 dot
+    // instructions exactly.
+    std::vector<float> w1_rows(n * r);
+    const float* w1 = markov_w1_.data_ptr<float>();
+    for (int64_t i = 0; i < n; ++i) std::copy_n(w1 + prev[i] * r, r, w1_rows.data() + i * r);
+    const torch::Tensor& w2 = markov_w2_.weight;
+    kernels::linear_small_accumulate(
+        w1_rows.data(), n, r, w2.data_ptr(),
+        w2.scalar_type() == torch::kBFloat16 ? kernels::WeightDType::kBF16 : kernels::WeightDType::kF32, vocab,
+        logits.data_ptr<float>(), logits.stride(0),
+        markov_w1_is_bf16_ ? kernels::Bf16Math::kDotBf16 : kernels::Bf16Math::kExact);
+    return;
+  }
+  torch::Tensor prev_ids = torch::tensor(prev, torch::kLong).to(markov_w1_.device());
+  logits.add_(markov_bias(markov_w1_.index_select(0, prev_ids), hidden, rnn_state));
+}
+
 std::vector<DraftBlock> DSparkDrafter::propose(const std::vector<DraftRequest>& requests) {
   traces_.clear();
   std::vector<DraftBlock> blocks(requests.size());
@@ -208,7 +237,19 @@ std::vector<DraftBlock> DSparkDrafter::propose(const std::vector<DraftRequest>& 
       throw Error("gamma " + std::to_string(req.gamma) + " exceeds this drafter's block size " + std::to_string(block));
 
   const torch::Tensor hidden = backbone(requests);  // [R*B, hidden]
-  const torch::Tensor base_logits = model::Linear{lm_head_, {}}.forward(hidden);  // [R*B, vocab]
+  // [R*B, vocab]: U, and in the loop below slot k's rows become Z_k.
+  const torch::Tensor logits_rows = model::Linear{lm_head_, {}}.forward(hidden);
+  const int64_t d = config_.backbone.hidden_size, vocab = logits_rows.size(1);
+  const torch::Tensor slot_hidden = hidden.view({n_req, block, d});
+  const torch::Tensor slot_logits = logits_rows.view({n_req, block, vocab});
+  const torch::Tensor base_logits = tracing_ ? logits_rows.clone() : torch::Tensor();
+  // The h_k part of every confidence logit in one product; the W1[x_prev] part is a per-token
+  // table (confidence_token_term_), so the serial loop below only adds scalars.
+  std::vector<float> confidence_h;
+  if (config_.confidence_head) {
+    torch::Tensor part = hidden.mv(confidence_w_.narrow(0, 0, d)).cpu().contiguous();
+    confidence_h.assign(part.data_ptr<float>(), part.data_ptr<float>() + part.numel());
+  }
   const bool markov = config_.markov_rank > 0;
   torch::Tensor rnn_state = markov ? torch::zeros({n_req, config_.markov_rank}, hidden.options()) : torch::Tensor();
   std::vector<int64_t> prev(n_req);
@@ -217,26 +258,21 @@ std::vector<DraftBlock> DSparkDrafter::propose(const std::vector<DraftRequest>& 
   for (int64_t r = 0; r < n_req; ++r) prev[r] = requests[r].anchor;
 
   for (int64_t k = 0; k < block; ++k) {
-    torch::Tensor rows = torch::arange(k, n_req * block, block, torch::TensorOptions().dtype(torch::kLong).device(hidden.device()));
-    torch::Tensor h_k = hidden.index_select(0, rows), logits = base_logits.index_select(0, rows);  // [R, *]
-    torch::Tensor w1_prev;
-    if (markov) {
-      w1_prev = markov_w1_.index_select(0, torch::tensor(prev, torch::kLong).to(markov_w1_.device()));
-      logits = logits + markov_bias(w1_prev, h_k, rnn_state);
-    }
-    torch::Tensor confidence;
-    if (config_.confidence_head) {
-      torch::Tensor features = config_.confidence_with_markov ? torch::cat({h_k, w1_prev}, 1) : h_k;
-      confidence = torch::sigmoid(torch::mv(features, confidence_w_) + confidence_b_).cpu();
-    }
+    const torch::Tensor logits = slot_logits.select(1, k);  // [R, vocab] U_k, then Z_k
+    if (markov) add_markov_bias(logits, prev, slot_hidden.select(1, k), rnn_state);
     for (int64_t r = 0; r < n_req; ++r) {
       const DraftRequest& req = requests[r];
       if (!open[r] || k >= req.gamma) continue;
-      const float c_k = confidence.defined() ? confidence[r].item<float>() : 1.0f;
-      // c_k depends on x_{k-1} only, so cutting here never looks at the token it would judge.
-      if (confidence.defined() && c_k < req.confidence_threshold) {
-        open[r] = false;
-        continue;
+      float c_k = 1.0f;
+      if (config_.confidence_head) {
+        const float token_term = confidence_token_term_.empty() ? 0.0f : confidence_token_term_[prev[r]];
+        c_k = 1.0f / (1.0f + std::exp(-(confidence_h[r * block + k] + token_term + confidence_b_)));
+        // c_k depends on x_{k-1} only, so cutting here never looks at the token it would judge.
+        if (c_k < req.confidence_threshold) {
+          open[r] = false;
+          continue;
+        }
+        blocks[r].confidence.push_back(c_k);
       }
       torch::Tensor q = sampling::sampling_probs(logits.narrow(0, r, 1), *req.sampling).cpu().contiguous().view({-1});
       const int64_t token = req.sampling->greedy() ? sampling::argmax(q.data_ptr<float>(), q.size(0))
@@ -244,7 +280,6 @@ std::vector<DraftBlock> DSparkDrafter::propose(const std::vector<DraftRequest>& 
       blocks[r].tokens.push_back(token);
       q_rows[r].push_back(q);
       if (req.return_logits) z_rows[r].push_back(logits[r].cpu());
-      if (confidence.defined()) blocks[r].confidence.push_back(c_k);
       prev[r] = token;
     }
   }

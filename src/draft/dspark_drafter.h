@@ -75,6 +75,10 @@ class DSparkDrafter : public Drafter {
   torch::Tensor backbone(const std::vector<DraftRequest>& requests);
   // Markov bias [n, vocab] from the previous tokens' W1 rows [n, r] (and, for the RNN head, the
   // slot's h [n, hidden] and the carried state [n, r], updated in place).
+  // logits += the Markov bias for the requests' previous tokens, in place: U_k becomes Z_k.
+  // logits: [n, vocab] (rows may be strided), hidden: [n, hidden] h_k (RNN head only).
+  void add_markov_bias(torch::Tensor logits, const std::vector<int64_t>& prev, const torch::Tensor& hidden,
+                       torch::Tensor& rnn_state) const;
   torch::Tensor markov_bias(const torch::Tensor& w1_prev, const torch::Tensor& hidden, torch::Tensor& rnn_state) const;
   SlotState& slot_state(int64_t slot);
 
@@ -92,9 +96,11 @@ class DSparkDrafter : public Drafter {
   torch::Tensor norm_;                      // [hidden]
   torch::Tensor markov_w1_;                 // [vocab, r] f32 (row lookup)
   model::Linear markov_w2_;                 // [vocab, r]
+  bool markov_w1_is_bf16_ = false;          // every W1 value is a bf16 number
   model::Linear rnn_joint_;                 // [3r, 2r + hidden] with bias (RNN head)
   torch::Tensor confidence_w_;              // [hidden (+ r)] f32
-  double confidence_b_ = 0;
+  float confidence_b_ = 0;
+  std::vector<float> confidence_token_term_;  // [vocab] w[hidden:] . W1[x] for every token x
   bool tracing_ = false;
   std::vector<BlockTrace> traces_;
 };

@@ -33,12 +33,12 @@ struct Variant {
   size_t packed_element_bytes = 0;
 };
 
-Variant select_variant(Isa isa, WeightDType w_dtype) {
+Variant select_variant(Isa isa, WeightDType w_dtype, Bf16Math math) {
   switch (isa) {
     case Isa::kGeneric: return {linear_small_detail::columns_generic};
     case Isa::kAvx2: return {linear_small_detail::columns_avx2};
     case Isa::kAvx512Bf16:
-      if (w_dtype == WeightDType::kBF16 && bf16_math() == Bf16Math::kDotBf16) {
+      if (w_dtype == WeightDType::kBF16 && math == Bf16Math::kDotBf16) {
         return {linear_small_detail::columns_avx512bf16_dot,
                 linear_small_detail::pack_x_bf16_avx512bf16, sizeof(uint16_t)};
       }
@@ -74,15 +74,13 @@ void run_over_columns(ColumnsKernel kernel, const Problem& p) {
   }
 }
 
-}  // namespace
-
-void linear_small(const float* x, int64_t m, int64_t k, const void* w, WeightDType w_dtype,
-                  int64_t n, float* y) {
+void run(const float* x, int64_t m, int64_t k, const void* w, WeightDType w_dtype, int64_t n, float* y,
+         int64_t ldy, bool accumulate, Bf16Math math) {
   DSPARK_ASSERT(m >= 0 && k >= 0 && n >= 0);
   if (m == 0 || n == 0) return;
   DSPARK_ASSERT(x != nullptr && w != nullptr && y != nullptr);
-  const Variant variant = select_variant(current_isa(), w_dtype);
-  Problem p{x, m, k, w, w_dtype, n, y, nullptr};
+  const Variant variant = select_variant(current_isa(), w_dtype, math);
+  Problem p{x, m, k, w, w_dtype, n, y, ldy, accumulate, nullptr};
   // Per call: small (m * k elements), and calls may run concurrently. Not zero-initialised: the
   // packing writes every element.
   std::unique_ptr<float[]> packed;
@@ -94,6 +92,19 @@ void linear_small(const float* x, int64_t m, int64_t k, const void* w, WeightDTy
     p.x_packed = packed.get();
   }
   run_over_columns(variant.columns, p);
+}
+
+}  // namespace
+
+void linear_small(const float* x, int64_t m, int64_t k, const void* w, WeightDType w_dtype,
+                  int64_t n, float* y) {
+  run(x, m, k, w, w_dtype, n, y, n, false, bf16_math());
+}
+
+void linear_small_accumulate(const float* x, int64_t m, int64_t k, const void* w, WeightDType w_dtype,
+                             int64_t n, float* y, int64_t ldy, Bf16Math math) {
+  DSPARK_ASSERT(ldy >= n);
+  run(x, m, k, w, w_dtype, n, y, ldy, true, math);
 }
 
 void set_bf16_math(Bf16Math math) { g_bf16_math.store(math, std::memory_order_relaxed); }

@@ -61,7 +61,7 @@ void dot_tile(const typename Math::XElem* x,       // packed tile of MR rows
               const typename Math::WElem* w_next,  // [NR, k]
               int64_t k,
               float* y,  // [MR, y_stride]
-              int64_t y_stride) {
+              int64_t y_stride, bool accumulate) {
   constexpr int64_t kLine = 64 / sizeof(typename Math::WElem);  // elements per cache line
   static_assert(kLine % Math::kStep == 0 && kPackAlignment % Math::kStep == 0);
   __m512 acc[MR][NR];
@@ -85,7 +85,10 @@ void dot_tile(const typename Math::XElem* x,       // packed tile of MR rows
 #pragma GCC unroll 8
   for (int j = 0; j < MR; ++j) {
 #pragma GCC unroll 8
-    for (int r = 0; r < NR; ++r) y[j * y_stride + r] = _mm512_reduce_add_ps(acc[j][r]);
+    for (int r = 0; r < NR; ++r) {
+      const float sum = _mm512_reduce_add_ps(acc[j][r]);
+      y[j * y_stride + r] = accumulate ? y[j * y_stride + r] + sum : sum;
+    }
   }
 }
 
@@ -109,12 +112,12 @@ struct Avx512Tiles {
     constexpr int NR = weight_rows_per_tile(MR);
     const auto* x = static_cast<const typename Math::XElem*>(p.x_packed) + row * padded_k(p.k);
     const auto* w = static_cast<const typename Math::WElem*>(p.w) + col * p.k;
-    float* y = p.y + row * p.n + col;
+    float* y = p.y + row * p.ldy + col;
     int c = 0;
     for (; c + NR <= cols; c += NR) {
-      dot_tile<Math, MR, NR>(x, w + c * p.k, w + (c + NR) * p.k, p.k, y + c, p.n);
+      dot_tile<Math, MR, NR>(x, w + c * p.k, w + (c + NR) * p.k, p.k, y + c, p.ldy, p.accumulate);
     }
-    for (; c < cols; ++c) dot_tile<Math, MR, 1>(x, w + c * p.k, w + (c + 1) * p.k, p.k, y + c, p.n);
+    for (; c < cols; ++c) dot_tile<Math, MR, 1>(x, w + c * p.k, w + (c + 1) * p.k, p.k, y + c, p.ldy, p.accumulate);
   }
 
   static void tile(const Problem& p, int64_t row, int rows, int64_t col, int cols) {

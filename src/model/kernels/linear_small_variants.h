@@ -20,7 +20,9 @@ struct Problem {
   const void* w;  // [n, k], float or uint16_t per w_dtype
   WeightDType w_dtype;
   int64_t n;
-  float* y;  // [m, n]
+  float* y;  // [m, ldy]
+  int64_t ldy;      // row stride of y (>= n)
+  bool accumulate;  // y += x @ w^T instead of y = x @ w^T
   // x rewritten by the variant's PackX (AVX-512 variants only; null otherwise).
   const void* x_packed;
 };
