@@ -97,7 +97,7 @@ void run_corpus(const CorpusArgs& args) {
 }  // namespace
 
 void register_data(CLI::App& app) {
-  CLI::App* data = app.add_subcommand("data", "training data: corpus");
+  CLI::App* data = app.add_subcommand("data", "training data: corpus, regenerate");
   data->require_subcommand(1);
   auto args = std::make_shared<CorpusArgs>();
   CLI::App* cmd = data->add_subcommand(
@@ -119,6 +119,7 @@ void register_data(CLI::App& app) {
                   "share of math prompts that get the \"reason step by step ... \\boxed{}\" line (default 0.5)")
       ->check(CLI::Range(0.0, 1.0));
   cmd->callback([args] { run_corpus(*args); });
+  register_data_regenerate(*data);
 }
 
 }  // namespace dspark::cli

@@ -7,6 +7,7 @@ void register_train(CLI::App& app) {
   train->require_subcommand(1);
   register_train_tokenizer(*train);
   register_train_target(*train);
+  register_train_drafter(*train);
 }
 
 }  // namespace dspark::cli

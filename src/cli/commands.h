@@ -24,5 +24,9 @@ void register_bench_draft(CLI::App& bench);
 // train subcommands, registered on the `train` app by register_train
 void register_train_tokenizer(CLI::App& train);
 void register_train_target(CLI::App& train);
+void register_train_drafter(CLI::App& train);
+
+// data subcommands beyond `corpus`, registered on the `data` app by register_data
+void register_data_regenerate(CLI::App& data);
 
 }  // namespace dspark::cli

@@ -30,8 +30,8 @@ DraftConfig make_draft_config(const model::ModelConfig& target, const DrafterIni
   return DraftConfig::from_json(c.to_json(), "drafter config");
 }
 
-void write_random_drafter(const model::Transformer& target, const DraftConfig& c, const std::string& out_dir,
-                          uint64_t seed) {
+std::vector<std::pair<std::string, torch::Tensor>> random_drafter_tensors(const model::Transformer& target,
+                                                                         const DraftConfig& c, uint64_t seed) {
   const model::ModelConfig& b = c.backbone;
   const int64_t d = b.hidden_size, V = b.vocab_size, hd = b.head_dim, m = static_cast<int64_t>(c.target_layer_ids.size());
   const int64_t q_dim = b.n_heads * hd, kv_dim = b.n_kv_heads * hd, I = b.intermediate_size, r = c.markov_rank;
@@ -80,10 +80,16 @@ void write_random_drafter(const model::Transformer& target, const DraftConfig& c
     tensors.emplace_back("confidence_head.proj.bias", torch::zeros({1}));
   }
 
+  return tensors;
+}
+
+void write_drafter(const DraftConfig& c, const std::vector<std::pair<std::string, torch::Tensor>>& named,
+                   const std::string& out_dir) {
   std::filesystem::create_directories(out_dir);
+  std::vector<torch::Tensor> tensors;
   std::vector<model::TensorToWrite> to_write;
-  for (auto& [name, t] : tensors) {
-    t = t.to(torch::kBFloat16).contiguous();
+  for (const auto& [name, value] : named) {
+    const torch::Tensor& t = tensors.emplace_back(value.detach().to(torch::kCPU, torch::kBFloat16).contiguous());
     to_write.push_back({name, model::DType::kBF16, std::vector<int64_t>(t.sizes().begin(), t.sizes().end()),
                         t.data_ptr(), static_cast<size_t>(t.numel() * 2)});
   }
@@ -91,6 +97,11 @@ void write_random_drafter(const model::Transformer& target, const DraftConfig& c
   nlohmann::json json = c.to_json();
   json["torch_dtype"] = "bfloat16";
   write_json_file(std::filesystem::path(out_dir) / "config.json", json);
+}
+
+void write_random_drafter(const model::Transformer& target, const DraftConfig& c, const std::string& out_dir,
+                          uint64_t seed) {
+  write_drafter(c, random_drafter_tensors(target, c, seed), out_dir);
 }
 
 }  // namespace dspark::draft

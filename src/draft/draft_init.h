@@ -23,8 +23,16 @@ struct DrafterInitOptions {
 // The config a drafter for this target gets with these options.
 DraftConfig make_draft_config(const model::ModelConfig& target, const DrafterInitOptions& options);
 
-// Writes config.json and model.safetensors (bf16): embed_tokens / lm_head copied from the target,
-// matrices N(0, initializer_range), norms 1, biases 0.
+// A fresh drafter's tensors under DeepSpec names (f32 on the CPU): embed_tokens / lm_head copied
+// from the target, matrices N(0, initializer_range), norms 1, biases 0.
+std::vector<std::pair<std::string, torch::Tensor>> random_drafter_tensors(const model::Transformer& target,
+                                                                         const DraftConfig& config, uint64_t seed);
+
+// Writes a drafter in DeepSpec's layout: config.json and model.safetensors (bf16).
+void write_drafter(const DraftConfig& config, const std::vector<std::pair<std::string, torch::Tensor>>& tensors,
+                   const std::string& out_dir);
+
+// random_drafter_tensors, written with write_drafter.
 void write_random_drafter(const model::Transformer& target, const DraftConfig& config, const std::string& out_dir,
                           uint64_t seed);
 

@@ -5,7 +5,6 @@
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <regex>
 
 #include "common/error.h"
 #include "common/json_file.h"
@@ -16,6 +15,7 @@
 #include "model/transformer.h"
 #include "tokenizer/tokenizer.h"
 #include "train/adamw.h"
+#include "train/checkpoint.h"
 #include "train/token_dataset.h"
 
 namespace dspark::train {
@@ -30,55 +30,6 @@ json schedule_fingerprint(const TargetTrainOptions& o, int64_t n_windows) {
   return {{"seq_len", o.seq_len}, {"batch_size", o.batch_size}, {"epochs", o.epochs},   {"peak_lr", o.peak_lr},
           {"min_lr", o.min_lr},   {"warmup_steps", o.warmup_steps}, {"weight_decay", o.weight_decay},
           {"grad_clip", o.grad_clip}, {"seed", o.seed}, {"train_windows", n_windows}};
-}
-
-// Newest complete checkpoint (one with trainer_state.json), or empty.
-fs::path newest_checkpoint(const fs::path& out_dir, int64_t& step) {
-  fs::path best;
-  step = -1;
-  const fs::path dir = out_dir / "checkpoints";
-  if (!fs::exists(dir)) return best;
-  const std::regex pattern("step-([0-9]+)");
-  for (const auto& entry : fs::directory_iterator(dir)) {
-    std::smatch m;
-    const std::string name = entry.path().filename().string();
-    if (!std::regex_match(name, m, pattern) || !fs::exists(entry.path() / "trainer_state.json")) continue;
-    const int64_t s = std::stoll(m[1]);
-    if (s > step) {
-      step = s;
-      best = entry.path();
-    }
-  }
-  return best;
-}
-
-std::string checkpoint_name(int64_t step) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "step-%06ld", static_cast<long>(step));
-  return buf;
-}
-
-void write_named_tensors(const fs::path& file, const std::vector<std::pair<std::string, torch::Tensor>>& tensors) {
-  std::vector<torch::Tensor> keep;
-  std::vector<model::TensorToWrite> to_write;
-  for (const auto& [name, t] : tensors) {
-    torch::Tensor c = t.detach().to(torch::kCPU, torch::kFloat32).contiguous();
-    to_write.push_back({name, model::DType::kF32, std::vector<int64_t>(c.sizes().begin(), c.sizes().end()),
-                        c.data_ptr(), static_cast<size_t>(c.numel() * 4)});
-    keep.push_back(c);
-  }
-  model::write_safetensors(file.string(), to_write);
-}
-
-std::vector<std::pair<std::string, torch::Tensor>> read_named_tensors(const fs::path& file) {
-  const model::SafetensorsArchive archive = model::SafetensorsArchive::open(file.string());
-  std::vector<std::pair<std::string, torch::Tensor>> out;
-  for (const std::string& name : archive.names()) {
-    const model::TensorView& v = archive.get(name);
-    if (v.dtype != model::DType::kF32) throw Error(file.string() + ": tensor " + name + " is not F32");
-    out.emplace_back(name, torch::from_blob(const_cast<void*>(v.data), v.shape, torch::kFloat32).clone());
-  }
-  return out;
 }
 
 // Next-token loss summed over trained targets, and their count. The LM head runs on the trained
@@ -191,24 +142,14 @@ TargetTrainResult train_target(const TargetTrainOptions& o) {
   if (start_step > 0) optimizer.load_state(read_named_tensors(checkpoint / "optimizer.safetensors"), start_step);
 
   std::ofstream log(o.out_dir / "log.jsonl", std::ios::app);
-  auto save_checkpoint = [&](int64_t step, double loss, const std::map<std::string, double>& valid) {
-    const fs::path dir = o.out_dir / "checkpoints" / checkpoint_name(step);
-    const fs::path tmp = dir.string() + ".tmp";
-    fs::remove_all(tmp);
-    m.save(tmp.string(), model::WeightDType::kF32);
-    write_named_tensors(tmp / "optimizer.safetensors", optimizer.state());
-    json state = {{"step", step}, {"schedule", fingerprint}, {"loss", loss}};
-    if (!valid.empty()) state["valid_loss"] = valid;
-    write_json_file(tmp / "trainer_state.json", state);
-    fs::remove_all(dir);
-    fs::rename(tmp, dir);
-    // Keep the newest few.
-    std::vector<fs::path> all;
-    for (const auto& e : fs::directory_iterator(o.out_dir / "checkpoints"))
-      if (fs::exists(e.path() / "trainer_state.json")) all.push_back(e.path());
-    std::sort(all.begin(), all.end());
-    for (size_t i = 0; i + static_cast<size_t>(std::max<int64_t>(1, o.keep_checkpoints)) < all.size(); ++i)
-      fs::remove_all(all[i]);
+  auto save = [&](int64_t step, double loss, const std::map<std::string, double>& valid) {
+    save_checkpoint(o.out_dir, step, o.keep_checkpoints, [&](const fs::path& tmp) {
+      m.save(tmp.string(), model::WeightDType::kF32);
+      write_named_tensors(tmp / "optimizer.safetensors", optimizer.state());
+      json state = {{"step", step}, {"schedule", fingerprint}, {"loss", loss}};
+      if (!valid.empty()) state["valid_loss"] = valid;
+      write_json_file(tmp / "trainer_state.json", state);
+    });
   };
 
   TargetTrainResult result;
@@ -246,7 +187,7 @@ TargetTrainResult train_target(const TargetTrainOptions& o) {
       log << json{{"step", step + 1}, {"valid_loss", valid}}.dump() << std::endl;
       result.valid_loss = valid;
     }
-    if ((o.save_every > 0 && (step + 1) % o.save_every == 0) || last) save_checkpoint(step + 1, loss, valid);
+    if ((o.save_every > 0 && (step + 1) % o.save_every == 0) || last) save(step + 1, loss, valid);
   }
   progress.finish();
   result.steps = end_step;

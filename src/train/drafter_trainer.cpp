@@ -1,0 +1,264 @@
+#include "train/drafter_trainer.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "common/error.h"
+#include "common/json_file.h"
+#include "common/progress.h"
+#include "train/adamw.h"
+#include "train/anchors.h"
+#include "train/checkpoint.h"
+#include "train/dspark_loss.h"
+#include "train/dspark_train_model.h"
+#include "train/regenerate.h"
+#include "train/token_dataset.h"
+
+namespace dspark::train {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
+  return h;
+}
+
+struct DataSplit {
+  std::vector<RegeneratedSample> train, valid;
+  int64_t dropped = 0;  // fewer than min_loss_tokens answer tokens
+};
+
+DataSplit load_split(const DrafterTrainOptions& o) {
+  DataSplit split;
+  for (RegeneratedSample& s : read_regenerated(o.data_file)) {
+    if (std::count(s.loss_mask.begin(), s.loss_mask.end(), 1) < o.min_loss_tokens) {
+      ++split.dropped;
+      continue;
+    }
+    const bool valid = static_cast<int64_t>(fnv1a(s.id) % 100) < o.valid_percent;
+    (valid ? split.valid : split.train).push_back(std::move(s));
+  }
+  if (split.train.empty()) throw Error(o.data_file.string() + ": no training conversation with enough answer tokens");
+  return split;
+}
+
+// One sequence's blocks: anchors and the validity of each (block, slot) label.
+struct Blocks {
+  std::vector<int64_t> anchors;
+  torch::Tensor valid;  // [n, B] f32
+};
+
+Blocks sample_blocks(const RegeneratedSample& s, int64_t block, int64_t max_anchors, sampling::Rng& rng) {
+  Blocks b;
+  b.anchors = sample_anchors(s.loss_mask, max_anchors, rng);
+  const std::vector<float> mask = block_label_mask(b.anchors, s.loss_mask, block);
+  b.valid = torch::tensor(mask).view({static_cast<int64_t>(b.anchors.size()), block});
+  return b;
+}
+
+// W of deepspec-spec 3.1: sum of w_k m over blocks.
+double weight_sum(const Blocks& b, const DSparkLossWeights& w) {
+  if (b.anchors.empty()) return 0.0;
+  return (b.valid * position_weights(b.valid.size(1), w.decay_gamma).unsqueeze(0)).sum().item<double>();
+}
+
+// The loss of one sequence's blocks, divided by the step's weight total. The frozen target runs
+// first (no grad): its features feed the drafter and its final hidden states give p_t through the
+// LM head at the labels' preceding positions.
+DSparkLoss sequence_loss(const DSparkTrainModel& drafter, const model::Transformer& target, const RegeneratedSample& s,
+                         const Blocks& blocks, const DSparkLossWeights& weights, double weight_total) {
+  const int64_t S = static_cast<int64_t>(s.input_ids.size()), B = drafter.config().block_size;
+  const int64_t n = static_cast<int64_t>(blocks.anchors.size());
+  const torch::Device device = target.device();
+  const torch::Tensor ids = torch::tensor(std::vector<int64_t>(s.input_ids.begin(), s.input_ids.end()), torch::kLong).to(device);
+  torch::Tensor features, target_logits;
+  std::vector<int64_t> label_pos(n * B), label_ids(n * B);
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t k = 0; k < B; ++k) {
+      label_pos[b * B + k] = std::min(blocks.anchors[b] + k, S - 2);  // p_t for the token after it
+      label_ids[b * B + k] = s.input_ids[std::min(blocks.anchors[b] + k + 1, S - 1)];
+    }
+  {
+    torch::NoGradGuard no_grad;
+    const model::ForwardOutput out = target.forward_sequences(ids.unsqueeze(0), drafter.config().target_layer_ids);
+    features = torch::cat(out.layer_hidden, -1)[0];  // [S, m d]
+    target_logits = target.lm_head(out.final_hidden[0].index_select(0, torch::tensor(label_pos).to(device))).view({n, B, -1});
+  }
+  const DSparkTrainModel::Output z = drafter.forward(features, ids, blocks.anchors);
+  return dspark_loss(z.logits, target_logits, torch::tensor(label_ids).view({n, B}).to(device),
+                     blocks.valid.to(device), z.confidence_logits, weights, weight_total);
+}
+
+DSparkLossWeights loss_weights(const draft::DraftConfig& c) {
+  return c.method == draft::DraftMethod::kDSpark ? DSparkLossWeights{} : DSparkLossWeights{.ce = 1.0, .l1 = 0.0, .conf = 0.0};
+}
+
+DrafterValidation validate(const DSparkTrainModel& drafter, const model::Transformer& target,
+                           const std::vector<RegeneratedSample>& valid, const DrafterTrainOptions& o) {
+  torch::NoGradGuard no_grad;
+  const DSparkLossWeights weights = loss_weights(drafter.config());
+  AcceptanceMetrics metrics;
+  double loss = 0, total_w = 0;
+  const int64_t n = std::min<int64_t>(o.valid_sequences, static_cast<int64_t>(valid.size()));
+  for (int64_t i = 0; i < n; ++i) {
+    sampling::Rng rng(o.seed + 1'000'003 + static_cast<uint64_t>(i));  // the same blocks every validation
+    const Blocks blocks = sample_blocks(valid[i], drafter.config().block_size, o.max_anchors, rng);
+    const double w = weight_sum(blocks, weights);
+    if (w <= 0) continue;
+    const DSparkLoss l = sequence_loss(drafter, target, valid[i], blocks, weights, 1.0);
+    loss += l.total.item<double>();
+    total_w += w;
+    metrics.add(l.c_star, blocks.valid);
+  }
+  DrafterValidation v;
+  v.loss = total_w > 0 ? loss / total_w : 0.0;
+  v.tau = metrics.tau();
+  for (size_t k = 0; k < metrics.count.size(); ++k) v.accept_rate.push_back(metrics.accept_rate(k));
+  return v;
+}
+
+std::string format_validation(const DrafterValidation& v) {
+  std::string s = "loss " + std::to_string(v.loss) + " tau " + std::to_string(v.tau) + " accept@k";
+  for (double a : v.accept_rate) {
+    char buf[16];
+    std::snprintf(buf, sizeof buf, " %.3f", a);
+    s += buf;
+  }
+  return s;
+}
+
+json fingerprint(const DrafterTrainOptions& o, const draft::DraftConfig& config, int64_t n_train) {
+  return {{"drafter", config.to_json()}, {"epochs", o.epochs},       {"batch_size", o.batch_size},
+          {"max_anchors", o.max_anchors}, {"peak_lr", o.peak_lr},    {"warmup_ratio", o.warmup_ratio},
+          {"grad_clip", o.grad_clip},     {"seed", o.seed},          {"init_seed", o.init.seed},
+          {"train_sequences", n_train},   {"min_loss_tokens", o.min_loss_tokens}};
+}
+
+}  // namespace
+
+DrafterTrainResult train_drafter(const DrafterTrainOptions& o) {
+  const auto t0 = std::chrono::steady_clock::now();
+  if (o.batch_size < 1 || o.max_anchors < 1) throw Error("train drafter: --batch and --anchors must be >= 1");
+  if (o.init.method == draft::DraftMethod::kEagle3)
+    throw Error("train drafter: EAGLE-3 training (training-time test) is not implemented yet; use dspark or dflash");
+  const model::Transformer target = model::Transformer::load(o.target_dir.string(), {.weight_dtype = model::WeightDType::kF32});
+  draft::DrafterInitOptions init = o.init;
+  if (init.mask_token_id < 0) {
+    const fs::path tok_file = o.target_dir / "tokenizer.json";
+    if (fs::exists(tok_file))
+      if (auto id = tokenizer::Tokenizer::load(tok_file).token_to_id("<|mask|>")) init.mask_token_id = *id;
+  }
+  const DataSplit data = load_split(o);
+  const int64_t n_train = static_cast<int64_t>(data.train.size());
+  const int64_t total_steps =
+      std::max<int64_t>(1, static_cast<int64_t>(std::ceil(o.epochs * static_cast<double>(n_train) / o.batch_size)));
+  const int64_t end_step = o.max_steps > 0 ? std::min(total_steps, o.max_steps) : total_steps;
+  const int64_t warmup_steps = static_cast<int64_t>(o.warmup_ratio * static_cast<double>(total_steps));
+  std::fprintf(stderr, "train drafter: %ld train / %zu valid conversations (%ld dropped); %ld steps of %ld\n",
+               static_cast<long>(n_train), data.valid.size(), static_cast<long>(data.dropped),
+               static_cast<long>(total_steps), static_cast<long>(o.batch_size));
+
+  fs::create_directories(o.out_dir / "checkpoints");
+  int64_t start_step = 0;
+  const fs::path checkpoint = o.resume ? newest_checkpoint(o.out_dir, start_step) : fs::path();
+  draft::DraftConfig config = draft::make_draft_config(target.config(), init);
+  NamedTensors tensors;
+  if (checkpoint.empty()) {
+    start_step = 0;
+    tensors = draft::random_drafter_tensors(target, config, init.seed);
+  } else {
+    config = draft::DraftConfig::load(checkpoint.string());
+    const json state = read_json_file(checkpoint / "trainer_state.json");
+    if (state.at("schedule") != fingerprint(o, config, n_train))
+      throw Error(checkpoint.string() + ": made with " + state.at("schedule").dump() + ", this run asks " +
+                  fingerprint(o, config, n_train).dump() + " (use another --out, or the same options)");
+    tensors = read_named_tensors(checkpoint / "model.safetensors");
+    std::fprintf(stderr, "resuming from %s\n", checkpoint.c_str());
+  }
+  const json schedule = fingerprint(o, config, n_train);
+  DSparkTrainModel drafter(config, target, tensors);
+  std::vector<torch::Tensor> params;
+  for (const auto& [name, t] : drafter.trainable()) params.push_back(t);
+  AdamW optimizer(drafter.trainable(), {.beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.0});
+  if (start_step > 0) optimizer.load_state(read_named_tensors(checkpoint / "optimizer.safetensors"), start_step);
+  const DSparkLossWeights weights = loss_weights(config);
+
+  std::ofstream log(o.out_dir / "log.jsonl", std::ios::app);
+  DrafterTrainResult result;
+  WindowSchedule order(n_train, o.seed);
+  Progress progress("train " + draft::method_name(config.method), end_step, "tok", start_step);
+  int64_t tokens_seen = 0;
+  for (int64_t step = start_step; step < end_step; ++step) {
+    const std::vector<int64_t> batch = order.windows_of_step(step, o.batch_size);
+    std::vector<Blocks> blocks;
+    double weight_total = 0;
+    for (size_t j = 0; j < batch.size(); ++j) {
+      sampling::Rng rng(o.seed * 1'000'003 + static_cast<uint64_t>(step) * 1009 + j);
+      blocks.push_back(sample_blocks(data.train[batch[j]], config.block_size, o.max_anchors, rng));
+      weight_total += weight_sum(blocks.back(), weights);
+    }
+    double loss = 0, ce = 0, l1 = 0, conf = 0, grad_norm = 0;
+    AcceptanceMetrics metrics;
+    const double lr = warmup_cosine_lr(step, warmup_steps, total_steps, o.peak_lr, 0.0);
+    if (weight_total > 0) {
+      for (size_t j = 0; j < batch.size(); ++j) {
+        if (blocks[j].anchors.empty()) continue;
+        const RegeneratedSample& s = data.train[batch[j]];
+        const DSparkLoss l = sequence_loss(drafter, target, s, blocks[j], weights, weight_total);
+        l.total.backward();
+        loss += l.total.item<double>(), ce += l.ce, l1 += l.l1, conf += l.conf;
+        metrics.add(l.c_star, blocks[j].valid);
+        tokens_seen += static_cast<int64_t>(s.input_ids.size());
+      }
+      grad_norm = clip_grad_norm(params, o.grad_clip);
+      optimizer.step(lr);
+    }
+    char fields[160];
+    std::snprintf(fields, sizeof fields, "loss %.4f tau %.3f lr %.2e", loss, metrics.tau(), lr);
+    progress.update(step + 1, fields, tokens_seen);
+    log << json{{"step", step + 1}, {"loss", loss}, {"ce", ce},   {"l1", l1}, {"conf", conf},
+                {"tau", metrics.tau()}, {"lr", lr}, {"grad_norm", grad_norm}}.dump()
+        << std::endl;
+
+    const bool last = step + 1 == end_step;
+    if (!data.valid.empty() && ((o.eval_every > 0 && (step + 1) % o.eval_every == 0) || last)) {
+      result.valid = validate(drafter, target, data.valid, o);
+      std::fprintf(stderr, "\nstep %ld validation: %s\n", static_cast<long>(step + 1), format_validation(result.valid).c_str());
+      log << json{{"step", step + 1}, {"valid_loss", result.valid.loss}, {"valid_tau", result.valid.tau},
+                  {"valid_accept_rate", result.valid.accept_rate}}.dump()
+          << std::endl;
+    }
+    if ((o.save_every > 0 && (step + 1) % o.save_every == 0) || last) {
+      save_checkpoint(o.out_dir, step + 1, o.keep_checkpoints, [&](const fs::path& tmp) {
+        write_named_tensors(tmp / "model.safetensors", drafter.trainable());
+        write_named_tensors(tmp / "optimizer.safetensors", optimizer.state());
+        json cfg = config.to_json();
+        write_json_file(tmp / "config.json", cfg);
+        write_json_file(tmp / "trainer_state.json", {{"step", step + 1}, {"schedule", schedule}, {"loss", loss}});
+      });
+    }
+  }
+  progress.finish();
+  result.steps = end_step;
+  if (end_step == total_steps) {
+    result.final_dir = o.out_dir / "model";
+    draft::write_drafter(config, drafter.checkpoint_tensors(), result.final_dir.string());
+    json summary = {{"steps", end_step}, {"train_sequences", n_train}, {"valid_sequences", data.valid.size()},
+                    {"valid_loss", result.valid.loss}, {"valid_tau", result.valid.tau},
+                    {"valid_accept_rate", result.valid.accept_rate}};
+    write_json_file(result.final_dir / "training_summary.json", summary);
+    std::fprintf(stderr, "final drafter: %s\n", result.final_dir.c_str());
+  }
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return result;
+}
+
+}  // namespace dspark::train
