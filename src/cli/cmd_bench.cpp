@@ -8,6 +8,7 @@ void register_bench(CLI::App& app) {
   register_bench_forward(*bench);
   register_bench_tokenizer(*bench);
   register_bench_draft(*bench);
+  register_bench_accept(*bench);
 }
 
 }  // namespace dspark::cli

@@ -15,11 +15,13 @@ void register_train(CLI::App& app);           // dspark train tokenizer|...
 void register_data(CLI::App& app);            // dspark data corpus|...
 void register_eval(CLI::App& app);            // dspark eval loss
 void register_draft(CLI::App& app);           // dspark draft
+void register_calibrate(CLI::App& app);       // dspark calibrate
 
 // bench subcommands, registered on the `bench` app by register_bench
 void register_bench_forward(CLI::App& bench);
 void register_bench_tokenizer(CLI::App& bench);
 void register_bench_draft(CLI::App& bench);
+void register_bench_accept(CLI::App& bench);
 
 // train subcommands, registered on the `train` app by register_train
 void register_train_tokenizer(CLI::App& train);

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 
 #include "common/error.h"
+#include "common/json_file.h"
 #include "model/kernels/linear_small.h"
 #include "model/safetensors.h"
 
@@ -39,6 +41,15 @@ std::unique_ptr<DSparkDrafter> DSparkDrafter::load(const std::string& dir, const
   config.check_target(target.config(), dir + "/config.json");
   std::unique_ptr<DSparkDrafter> drafter(new DSparkDrafter(std::move(config), target, options));
   drafter->load_weights(dir, options.weight_dtype == model::WeightDType::kBF16 ? torch::kBFloat16 : torch::kFloat32);
+  const std::filesystem::path sts = std::filesystem::path(dir) / kStsFile;
+  if (drafter->config_.confidence_head && std::filesystem::exists(sts)) {
+    const nlohmann::json j = read_json_file(sts);
+    try {
+      drafter->set_confidence_temperatures(j.at("temperatures").get<std::vector<double>>());
+    } catch (const nlohmann::json::exception& e) {
+      throw Error(sts.string() + ": " + e.what());
+    }
+  }
   return drafter;
 }
 
@@ -78,6 +89,17 @@ void DSparkDrafter::load_weights(const std::string& dir, torch::ScalarType matri
       torch::Tensor table = markov_w1_.mv(confidence_w_.narrow(0, d, r)).cpu().contiguous();  // [vocab]
       confidence_token_term_.assign(table.data_ptr<float>(), table.data_ptr<float>() + table.numel());
     }
+  }
+}
+
+void DSparkDrafter::set_confidence_temperatures(const std::vector<double>& temperatures) {
+  if (static_cast<int64_t>(temperatures.size()) > config_.block_size)
+    throw Error("STS: " + std::to_string(temperatures.size()) + " temperatures for a block of " +
+                std::to_string(config_.block_size));
+  confidence_temperatures_.clear();
+  for (double t : temperatures) {
+    if (!(t > 0) || !std::isfinite(t)) throw Error("STS: temperatures must be positive and finite");
+    confidence_temperatures_.push_back(static_cast<float>(t));
   }
 }
 
@@ -266,7 +288,8 @@ std::vector<DraftBlock> DSparkDrafter::propose(const std::vector<DraftRequest>& 
       float c_k = 1.0f;
       if (config_.confidence_head) {
         const float token_term = confidence_token_term_.empty() ? 0.0f : confidence_token_term_[prev[r]];
-        c_k = 1.0f / (1.0f + std::exp(-(confidence_h[r * block + k] + token_term + confidence_b_)));
+        const float temperature = k < static_cast<int64_t>(confidence_temperatures_.size()) ? confidence_temperatures_[k] : 1.0f;
+        c_k = 1.0f / (1.0f + std::exp(-(confidence_h[r * block + k] + token_term + confidence_b_) / temperature));
         // c_k depends on x_{k-1} only, so cutting here never looks at the token it would judge.
         if (c_k < req.confidence_threshold) {
           open[r] = false;

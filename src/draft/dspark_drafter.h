@@ -20,6 +20,9 @@
 
 namespace dspark::draft {
 
+// The STS temperatures file in a drafter directory (written by `dspark calibrate`).
+inline constexpr const char* kStsFile = "sts.json";
+
 struct DrafterLoadOptions {
   int64_t max_slots = 1;
   int64_t capacity = 4096;  // positions per slot (prompt + generated)
@@ -57,6 +60,11 @@ class DSparkDrafter : public Drafter {
   void end(int64_t slot) override;
 
   const DraftConfig& config() const { return config_; }
+  // Sequential Temperature Scaling (dspark-method.md 4.2): c_k = sigmoid(logit_k / T_k), one T per
+  // slot (missing slots: 1). `dspark calibrate` fits them and saves them as sts.json beside the
+  // weights, which load() applies. Empty: the raw confidences.
+  void set_confidence_temperatures(const std::vector<double>& temperatures);
+  const std::vector<float>& confidence_temperatures() const { return confidence_temperatures_; }
   // Set by propose() for each request when tracing is on (tests, `dspark draft`).
   void set_tracing(bool on) { tracing_ = on; }
   const std::vector<BlockTrace>& last_traces() const { return traces_; }
@@ -101,6 +109,7 @@ class DSparkDrafter : public Drafter {
   torch::Tensor confidence_w_;              // [hidden (+ r)] f32
   float confidence_b_ = 0;
   std::vector<float> confidence_token_term_;  // [vocab] w[hidden:] . W1[x] for every token x
+  std::vector<float> confidence_temperatures_;  // STS, per slot
   bool tracing_ = false;
   std::vector<BlockTrace> traces_;
 };

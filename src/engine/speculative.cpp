@@ -55,6 +55,7 @@ void SpeculativeStats::merge(const SpeculativeStats& o) {
     accepted_at[k] += o.accepted_at[k];
   }
   accepted_per_round.insert(accepted_per_round.end(), o.accepted_per_round.begin(), o.accepted_per_round.end());
+  confidence_rounds.insert(confidence_rounds.end(), o.confidence_rounds.begin(), o.confidence_rounds.end());
   draft_seconds += o.draft_seconds;
   verify_seconds += o.verify_seconds;
 }
@@ -149,6 +150,7 @@ SpeculativeResult generate_speculative(model::Transformer& target, draft::Drafte
     const int64_t a = outcome.n_accepted;
     ++stats.rounds;
     stats.accepted_per_round.push_back(a);
+    if (!block.confidence.empty()) stats.confidence_rounds.push_back({block.confidence, a});
     stats.proposed += g;
     for (int64_t k = 0; k < g; ++k) {
       ++stats.proposed_at[k];

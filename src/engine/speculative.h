@@ -36,6 +36,13 @@ struct SpeculativeStats {
   std::vector<int64_t> proposed_at;      // [gamma] rounds with g > k
   std::vector<int64_t> accepted_at;      // [gamma] rounds with a > k
   std::vector<int64_t> accepted_per_round;  // a of each round, in order
+  // Rounds of drafters with a confidence head: c_k of the proposed slots and how many were
+  // accepted. What `dspark calibrate` fits on.
+  struct ConfidenceRound {
+    std::vector<float> confidence;
+    int64_t accepted = 0;
+  };
+  std::vector<ConfidenceRound> confidence_rounds;
   double draft_seconds = 0, verify_seconds = 0;
 
   double acceptance_length() const;                 // tau: committed / rounds (bonus included)

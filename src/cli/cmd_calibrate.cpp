@@ -1,0 +1,145 @@
+// dspark calibrate: Sequential Temperature Scaling of a DSpark drafter's confidences
+// (dspark-method.md 4.2). Real speculative rollouts on held-out prompts give, per round, the raw
+// confidences and how many drafts the target accepted; one temperature per position is fitted left
+// to right (calibrate/sts.h) and saved as sts.json beside the drafter, which applies it from then on.
+// Prints ECE before / after and ROC-AUC per position, and draws the reliability diagrams.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "bench/accept_bench.h"
+#include "calibrate/reliability_figure.h"
+#include "calibrate/sts.h"
+#include "cli/cli_common.h"
+#include "cli/commands.h"
+#include "common/error.h"
+#include "common/json_file.h"
+#include "common/progress.h"
+#include "draft/dspark_drafter.h"
+#include "train/corpus.h"
+
+namespace dspark::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct CalibrateArgs {
+  std::string target_dir, draft_dir, corpus_dir, prompts, plot, dtype = "bf16";
+  int64_t limit = 200;
+  bool dry_run = false;
+  bench::AcceptOptions options;
+};
+
+// Held-out prompts: the first user turn of the corpus's validation conversations (never trained
+// on by the target or the drafters, and not the evaluation prompts), or a prompt file.
+std::vector<std::string> held_out_prompts(const CalibrateArgs& a) {
+  if (a.corpus_dir.empty() == a.prompts.empty()) throw Error("calibrate: give exactly one of --corpus and --prompts");
+  if (!a.prompts.empty()) return bench::read_prompts(a.prompts, "turns", a.limit);
+  std::vector<std::string> prompts;
+  train::for_each_record(fs::path(a.corpus_dir) / "valid.jsonl", [&](train::Record&& r) {
+    if (r.is_raw_text() || (a.limit > 0 && static_cast<int64_t>(prompts.size()) >= a.limit)) return;
+    for (const train::Message& m : r.messages)
+      if (m.role == "user") {
+        prompts.push_back(m.content);
+        return;
+      }
+  });
+  if (prompts.empty()) throw Error(a.corpus_dir + "/valid.jsonl: no conversations");
+  return prompts;
+}
+
+std::vector<calibrate::Round> to_rounds(const engine::SpeculativeStats& stats) {
+  std::vector<calibrate::Round> rounds;
+  for (const auto& r : stats.confidence_rounds) {
+    calibrate::Round round;
+    for (float c : r.confidence) {
+      const double p = std::clamp(static_cast<double>(c), 1e-7, 1.0 - 1e-7);
+      round.logits.push_back(std::log(p / (1.0 - p)));
+    }
+    round.accepted = static_cast<int>(r.accepted);
+    rounds.push_back(std::move(round));
+  }
+  return rounds;
+}
+
+void run(CalibrateArgs a) {
+  const std::string dir = a.target_dir.empty() ? default_model_dir() : a.target_dir;
+  const std::optional<tokenizer::Tokenizer> tok = load_tokenizer_if_present(dir);
+  if (!tok) throw Error(dir + ": no tokenizer.json");
+  model::Transformer target = model::Transformer::load(dir, {parse_weight_dtype(a.dtype)});
+  auto drafter = draft::DSparkDrafter::load(a.draft_dir, target, {.max_slots = 1, .capacity = 8192});
+  if (!drafter->config().confidence_head) throw Error(a.draft_dir + ": this drafter has no confidence head to calibrate");
+  drafter->set_confidence_temperatures({});  // fit on the raw confidences
+  const std::vector<std::string> prompts = held_out_prompts(a);
+  Progress progress("calibrate rollouts", static_cast<int64_t>(prompts.size()), "prompt");
+  const engine::SpeculativeStats stats = bench::run_accept(target, *drafter, *tok, dir, prompts, a.options,
+                                                           [&](int64_t n) { progress.update(n); });
+  progress.finish();
+  const std::vector<calibrate::Round> rounds = to_rounds(stats);
+  const int n_positions = static_cast<int>(a.options.gamma);
+  const std::vector<double> temperatures = calibrate::fit_sts(rounds, n_positions);
+  const std::vector<calibrate::StsPositionReport> report = calibrate::sts_report(rounds, temperatures);
+
+  std::printf("STS on %zu rounds from %zu held-out prompts (T = %.2f, gamma = %d)\n\n", rounds.size(), prompts.size(),
+              a.options.temperature, n_positions);
+  std::printf("| position | rounds | acceptance | temperature | ECE before | ECE after | AUC before | AUC after |\n");
+  std::printf("|---|---|---|---|---|---|---|---|\n");
+  nlohmann::json positions = nlohmann::json::array();
+  double ece_before = 0, ece_after = 0, auc_after = 0, weight = 0;
+  for (const auto& r : report) {
+    if (r.n == 0) continue;
+    std::printf("| %d | %lld | %.3f | %.3f | %.4f | %.4f | %.3f | %.3f |\n", r.position + 1, static_cast<long long>(r.n),
+                r.label_mean, temperatures[r.position], r.ece_before, r.ece_after, r.auc_before, r.auc_after);
+    positions.push_back({{"position", r.position + 1}, {"rounds", r.n}, {"acceptance", r.label_mean},
+                         {"temperature", temperatures[r.position]}, {"ece_before", r.ece_before},
+                         {"ece_after", r.ece_after}, {"auc_before", r.auc_before}, {"auc_after", r.auc_after}});
+    const double w = static_cast<double>(r.n);
+    ece_before += w * r.ece_before, ece_after += w * r.ece_after, weight += w;
+    if (!std::isnan(r.auc_after)) auc_after += w * r.auc_after;
+  }
+  if (weight > 0) {
+    std::printf("\nmean over positions (weighted by rounds): ECE %.4f -> %.4f, AUC %.3f\n", ece_before / weight,
+                ece_after / weight, auc_after / weight);
+  }
+  const nlohmann::json sts = {{"temperatures", temperatures},
+                              {"rounds", rounds.size()},
+                              {"prompts", prompts.size()},
+                              {"source", a.corpus_dir.empty() ? a.prompts : a.corpus_dir + "/valid.jsonl"},
+                              {"sampling_temperature", a.options.temperature},
+                              {"gamma", a.options.gamma},
+                              {"positions", positions}};
+  if (!a.dry_run) {
+    write_json_file(fs::path(a.draft_dir) / draft::kStsFile, sts);
+    std::printf("wrote %s/%s\n", a.draft_dir.c_str(), draft::kStsFile);
+  }
+  if (!a.plot.empty()) {
+    plot::write_svg(a.plot, calibrate::reliability_figure(rounds, temperatures, n_positions));
+    std::printf("wrote %s\n", a.plot.c_str());
+  }
+}
+
+}  // namespace
+
+void register_calibrate(CLI::App& app) {
+  auto a = std::make_shared<CalibrateArgs>();
+  CLI::App* cmd = app.add_subcommand("calibrate", "fit STS temperatures for a DSpark drafter's confidences");
+  cmd->add_option("--target", a->target_dir, "target model directory (default: the shipped default model)");
+  cmd->add_option("--draft", a->draft_dir, "DSpark drafter directory; sts.json is written here")->required();
+  cmd->add_option("--corpus", a->corpus_dir, "held-out prompts: first user turns of DIR/valid.jsonl (dspark data corpus)");
+  cmd->add_option("--prompts", a->prompts, "held-out prompts: a {\"turns\": [...]} JSONL file (not an evaluation set)");
+  cmd->add_option("--limit", a->limit, "prompts used (0: all)")->capture_default_str();
+  cmd->add_option("--temperature", a->options.temperature, "sampling temperature of the rollouts")->capture_default_str();
+  cmd->add_option("--gamma", a->options.gamma, "drafts per round")->capture_default_str();
+  cmd->add_option("--max-tokens", a->options.max_tokens, "new tokens per prompt")->capture_default_str();
+  cmd->add_option("--seed", a->options.seed, "prompt i samples with seed + i")->capture_default_str();
+  cmd->add_option("--plot", a->plot, "write the reliability diagrams to this SVG file");
+  cmd->add_option("--dtype", a->dtype, "target weights in memory: bf16 (default) or f32");
+  cmd->add_flag("--dry-run", a->dry_run, "report only; do not write sts.json");
+  cmd->callback([a] { run(*a); });
+}
+
+}  // namespace dspark::cli
