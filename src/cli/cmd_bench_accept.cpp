@@ -24,7 +24,7 @@ namespace {
 namespace fs = std::filesystem;
 
 struct BenchAcceptArgs {
-  std::string target_dir, drafts, prompts, prompt_format = "auto", plot_dir, thresholds, dtype = "bf16";
+  std::string target_dir, drafts, prompts, prompt_format = "auto", plot_dir, thresholds, dtype = "bf16", json_out;
   int64_t limit = 0;
   bool json = false;
   bench::AcceptOptions options;
@@ -198,17 +198,21 @@ void run(BenchAcceptArgs a) {
   }
   progress.finish();
   if (!a.plot_dir.empty()) write_plots(cells, labels, thresholds, a);
+  nlohmann::json out = {{"target", dir},
+                        {"temperature", a.options.temperature},
+                        {"gamma", a.options.gamma},
+                        {"max_tokens", a.options.max_tokens},
+                        {"limit", a.limit},
+                        {"results", nlohmann::json::array()},
+                        {"macro_acceptance_length", nlohmann::json::object()}};
+  for (const Cell& c : cells) out["results"].push_back(cell_json(c));
+  for (const std::string& d : labels)
+    out["macro_acceptance_length"][d] = macro(cells, d, 0, [](const Cell& c) { return c.stats.acceptance_length(); });
+  if (!a.json_out.empty()) {
+    std::ofstream file(a.json_out);
+    if (!(file << out.dump(2) << "\n")) throw Error(a.json_out + ": cannot write");
+  }
   if (a.json) {
-    nlohmann::json out = {{"target", dir},
-                          {"temperature", a.options.temperature},
-                          {"gamma", a.options.gamma},
-                          {"max_tokens", a.options.max_tokens},
-                          {"limit", a.limit},
-                          {"results", nlohmann::json::array()},
-                          {"macro_acceptance_length", nlohmann::json::object()}};
-    for (const Cell& c : cells) out["results"].push_back(cell_json(c));
-    for (const std::string& d : labels)
-      out["macro_acceptance_length"][d] = macro(cells, d, 0, [](const Cell& c) { return c.stats.acceptance_length(); });
     std::cout << out.dump(2) << "\n";
     return;
   }
@@ -234,6 +238,7 @@ void register_bench_accept(CLI::App& bench) {
   cmd->add_option("--plot-dir", a->plot_dir, "write accept_per_position.svg (and threshold_sweep.svg) here");
   cmd->add_option("--dtype", a->dtype, "target weights in memory: bf16 (default) or f32");
   cmd->add_flag("--json", a->json, "machine-readable output");
+  cmd->add_option("--json-out", a->json_out, "also write the JSON results to this file (with the Markdown on stdout)");
   cmd->callback([a] { run(*a); });
 }
 

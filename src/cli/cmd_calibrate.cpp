@@ -108,7 +108,9 @@ void run(CalibrateArgs a) {
   const nlohmann::json sts = {{"temperatures", temperatures},
                               {"rounds", rounds.size()},
                               {"prompts", prompts.size()},
-                              {"source", a.corpus_dir.empty() ? a.prompts : a.corpus_dir + "/valid.jsonl"},
+                              // Names, not machine paths: the file travels with the drafter.
+                              {"source", a.corpus_dir.empty() ? fs::path(a.prompts).filename().string()
+                                                              : (fs::path(a.corpus_dir).filename() / "valid.jsonl").string()},
                               {"sampling_temperature", a.options.temperature},
                               {"gamma", a.options.gamma},
                               {"positions", positions}};
