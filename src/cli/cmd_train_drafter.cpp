@@ -1,4 +1,4 @@
-// dspark train drafter: train a DSpark or DFlash drafter for a target on regenerated data (see
+// dspark train drafter: train a DSpark, DFlash or EAGLE-3 drafter for a target on regenerated data (see
 // train/drafter_trainer.h).
 #include <cstdio>
 #include <memory>
@@ -17,13 +17,13 @@ void register_train_drafter(CLI::App& train) {
     bool no_resume = false;
   };
   auto f = std::make_shared<Flags>();
-  CLI::App* cmd = train.add_subcommand("drafter", "train a DSpark or DFlash drafter on data from `dspark data regenerate`");
+  CLI::App* cmd = train.add_subcommand("drafter", "train a DSpark, DFlash or EAGLE-3 drafter on data from `dspark data regenerate`");
   cmd->add_option("--target", f->target, "target model directory (default: the shipped default model)");
-  cmd->add_option("--method", f->method, "dspark | dflash")->capture_default_str();
+  cmd->add_option("--method", f->method, "dspark | dflash | eagle3")->capture_default_str();
   cmd->add_option("--data", o->data_file, "regenerated.jsonl from `dspark data regenerate`")->required();
   cmd->add_option("--out", o->out_dir, "run directory: checkpoints/, log.jsonl, model/")->required();
-  cmd->add_option("--layers", o->init.n_layers, "draft layers (default: 5 on targets of 24+ layers, else 2)");
-  cmd->add_option("--block-size", o->init.block_size, "slots per block (gamma)")->capture_default_str();
+  cmd->add_option("--layers", o->init.n_layers, "draft layers (default: EAGLE-3 1; DSpark / DFlash 5 on targets of 24+ layers, else 2)");
+  cmd->add_option("--block-size", o->init.block_size, "slots per block (gamma); EAGLE-3: training-time-test steps")->capture_default_str();
   cmd->add_option("--markov-rank", o->init.markov_rank, "DSpark Markov head rank (default: min(256, hidden / 8))");
   cmd->add_option("--init-seed", o->init.seed, "seed of the initial weights")->capture_default_str();
   cmd->add_option("--epochs", o->epochs, "passes over the training conversations")->capture_default_str();

@@ -19,6 +19,7 @@ DraftConfig make_draft_config(const model::ModelConfig& target, const DrafterIni
   c.backbone.n_layers = o.n_layers > 0 ? o.n_layers : eagle3 ? 1 : target.n_layers >= 24 ? 5 : 2;
   c.backbone.tie_word_embeddings = false;
   c.block_size = o.block_size;
+  c.ttt_length = o.block_size;  // EAGLE-3 drafts (and is trained over) as many steps as a block has slots
   c.mask_token_id = o.mask_token_id >= 0 ? o.mask_token_id : target.vocab_size - 1;
   if (o.method == DraftMethod::kDSpark) {
     c.markov_rank = o.markov_rank > 0 ? o.markov_rank : std::min<int64_t>(256, target.hidden_size / 8);

@@ -13,7 +13,7 @@ struct DrafterInitOptions {
   DraftMethod method = DraftMethod::kDSpark;
   uint64_t seed = 0;
   int64_t n_layers = 0;        // 0: 1 for EAGLE-3; DSpark/DFlash 5 (DeepSpec) on targets of 24+ layers, else 2
-  int64_t block_size = 7;
+  int64_t block_size = 7;     // DSpark / DFlash slots per block; EAGLE-3 ttt_length
   int64_t markov_rank = 0;     // 0: min(256, hidden / 8) for DSpark (DeepSpec's 256 on targets of hidden >= 2048)
   MarkovHead markov_head = MarkovHead::kVanilla;
   int64_t mask_token_id = -1;  // -1: the target tokenizer's "<|mask|>", else vocab_size - 1

@@ -14,7 +14,8 @@
 #include "train/anchors.h"
 #include "train/checkpoint.h"
 #include "train/dspark_loss.h"
-#include "train/dspark_train_model.h"
+#include "train/drafter_train_model.h"
+#include "train/eagle3_loss.h"
 #include "train/regenerate.h"
 #include "train/token_dataset.h"
 
@@ -24,6 +25,8 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
+
+constexpr double kEagle3StepDecay = 0.8;  // step_loss_decay of DeepSpec's EAGLE-3 configs (deepspec-spec 4.1)
 
 uint64_t fnv1a(const std::string& s) {
   uint64_t h = 0xcbf29ce484222325ull;
@@ -59,23 +62,34 @@ struct Blocks {
 Blocks sample_blocks(const RegeneratedSample& s, int64_t block, int64_t max_anchors, sampling::Rng& rng) {
   Blocks b;
   b.anchors = sample_anchors(s.loss_mask, max_anchors, rng);
+  // EAGLE-3's row is the one before the anchor, so position 0 cannot anchor (it never does in a
+  // chat: position 0 is a prompt token).
+  std::erase(b.anchors, 0);
   const std::vector<float> mask = block_label_mask(b.anchors, s.loss_mask, block);
   b.valid = torch::tensor(mask).view({static_cast<int64_t>(b.anchors.size()), block});
   return b;
 }
 
-// W of deepspec-spec 3.1: sum of w_k m over blocks.
-double weight_sum(const Blocks& b, const DSparkLossWeights& w) {
+// The step's loss divisor contributed by these blocks: DSpark / DFlash's W (deepspec-spec 3.1,
+// sum of w_k m over blocks); EAGLE-3's row count (blocks with a label).
+double weight_sum(const Blocks& b, const DSparkLossWeights& w, bool eagle3) {
   if (b.anchors.empty()) return 0.0;
+  if (eagle3) return b.valid.select(1, 0).sum().item<double>();
   return (b.valid * position_weights(b.valid.size(1), w.decay_gamma).unsqueeze(0)).sum().item<double>();
 }
 
-// The loss of one sequence's blocks, divided by the step's weight total. The frozen target runs
+struct SequenceLoss {
+  torch::Tensor total;              // scalar with grad, already / the step's divisor
+  double ce = 0, l1 = 0, conf = 0;  // DSpark terms; EAGLE-3's soft CE goes in ce
+  torch::Tensor c_star;             // [n, slots]
+};
+
+// The loss of one sequence's blocks, divided by the step's divisor. The frozen target runs
 // first (no grad): its features feed the drafter and its final hidden states give p_t through the
 // LM head at the labels' preceding positions.
-DSparkLoss sequence_loss(const DSparkTrainModel& drafter, const model::Transformer& target, const RegeneratedSample& s,
+SequenceLoss sequence_loss(const DrafterTrainModel& drafter, const model::Transformer& target, const RegeneratedSample& s,
                          const Blocks& blocks, const DSparkLossWeights& weights, double weight_total) {
-  const int64_t S = static_cast<int64_t>(s.input_ids.size()), B = drafter.config().block_size;
+  const int64_t S = static_cast<int64_t>(s.input_ids.size()), B = drafter.slots();
   const int64_t n = static_cast<int64_t>(blocks.anchors.size());
   const torch::Device device = target.device();
   const torch::Tensor ids = torch::tensor(std::vector<int64_t>(s.input_ids.begin(), s.input_ids.end()), torch::kLong).to(device);
@@ -92,16 +106,23 @@ DSparkLoss sequence_loss(const DSparkTrainModel& drafter, const model::Transform
     features = torch::cat(out.layer_hidden, -1)[0];  // [S, m d]
     target_logits = target.lm_head(out.final_hidden[0].index_select(0, torch::tensor(label_pos).to(device))).view({n, B, -1});
   }
-  const DSparkTrainModel::Output z = drafter.forward(features, ids, blocks.anchors);
-  return dspark_loss(z.logits, target_logits, torch::tensor(label_ids).view({n, B}).to(device),
-                     blocks.valid.to(device), z.confidence_logits, weights, weight_total);
+  const DrafterTrainModel::Output z = drafter.forward(features, ids, blocks.anchors);
+  if (drafter.config().method == draft::DraftMethod::kEagle3) {
+    const Eagle3Loss l = eagle3_loss(z.logits, target_logits, blocks.valid.to(device), kEagle3StepDecay, weight_total);
+    return {l.total, l.soft_ce, 0.0, 0.0, l.c_star};
+  }
+  const DSparkLoss l = dspark_loss(z.logits, target_logits, torch::tensor(label_ids).view({n, B}).to(device),
+                                   blocks.valid.to(device), z.confidence_logits, weights, weight_total);
+  return {l.total, l.ce, l.l1, l.conf, l.c_star};
 }
+
+bool is_eagle3(const draft::DraftConfig& c) { return c.method == draft::DraftMethod::kEagle3; }
 
 DSparkLossWeights loss_weights(const draft::DraftConfig& c) {
   return c.method == draft::DraftMethod::kDSpark ? DSparkLossWeights{} : DSparkLossWeights{.ce = 1.0, .l1 = 0.0, .conf = 0.0};
 }
 
-DrafterValidation validate(const DSparkTrainModel& drafter, const model::Transformer& target,
+DrafterValidation validate(const DrafterTrainModel& drafter, const model::Transformer& target,
                            const std::vector<RegeneratedSample>& valid, const DrafterTrainOptions& o) {
   torch::NoGradGuard no_grad;
   const DSparkLossWeights weights = loss_weights(drafter.config());
@@ -110,10 +131,10 @@ DrafterValidation validate(const DSparkTrainModel& drafter, const model::Transfo
   const int64_t n = std::min<int64_t>(o.valid_sequences, static_cast<int64_t>(valid.size()));
   for (int64_t i = 0; i < n; ++i) {
     sampling::Rng rng(o.seed + 1'000'003 + static_cast<uint64_t>(i));  // the same blocks every validation
-    const Blocks blocks = sample_blocks(valid[i], drafter.config().block_size, o.max_anchors, rng);
-    const double w = weight_sum(blocks, weights);
+    const Blocks blocks = sample_blocks(valid[i], drafter.slots(), o.max_anchors, rng);
+    const double w = weight_sum(blocks, weights, is_eagle3(drafter.config()));
     if (w <= 0) continue;
-    const DSparkLoss l = sequence_loss(drafter, target, valid[i], blocks, weights, 1.0);
+    const SequenceLoss l = sequence_loss(drafter, target, valid[i], blocks, weights, 1.0);
     loss += l.total.item<double>();
     total_w += w;
     metrics.add(l.c_star, blocks.valid);
@@ -147,8 +168,6 @@ json fingerprint(const DrafterTrainOptions& o, const draft::DraftConfig& config,
 DrafterTrainResult train_drafter(const DrafterTrainOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
   if (o.batch_size < 1 || o.max_anchors < 1) throw Error("train drafter: --batch and --anchors must be >= 1");
-  if (o.init.method == draft::DraftMethod::kEagle3)
-    throw Error("train drafter: EAGLE-3 training (training-time test) is not implemented yet; use dspark or dflash");
   const model::Transformer target = model::Transformer::load(o.target_dir.string(), {.weight_dtype = model::WeightDType::kF32});
   draft::DrafterInitOptions init = o.init;
   if (init.mask_token_id < 0) {
@@ -184,7 +203,8 @@ DrafterTrainResult train_drafter(const DrafterTrainOptions& o) {
     std::fprintf(stderr, "resuming from %s\n", checkpoint.c_str());
   }
   const json schedule = fingerprint(o, config, n_train);
-  DSparkTrainModel drafter(config, target, tensors);
+  const std::unique_ptr<DrafterTrainModel> model = make_drafter_train_model(config, target, tensors);
+  const DrafterTrainModel& drafter = *model;
   std::vector<torch::Tensor> params;
   for (const auto& [name, t] : drafter.trainable()) params.push_back(t);
   AdamW optimizer(drafter.trainable(), {.beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.0});
@@ -202,8 +222,8 @@ DrafterTrainResult train_drafter(const DrafterTrainOptions& o) {
     double weight_total = 0;
     for (size_t j = 0; j < batch.size(); ++j) {
       sampling::Rng rng(o.seed * 1'000'003 + static_cast<uint64_t>(step) * 1009 + j);
-      blocks.push_back(sample_blocks(data.train[batch[j]], config.block_size, o.max_anchors, rng));
-      weight_total += weight_sum(blocks.back(), weights);
+      blocks.push_back(sample_blocks(data.train[batch[j]], drafter.slots(), o.max_anchors, rng));
+      weight_total += weight_sum(blocks.back(), weights, is_eagle3(config));
     }
     double loss = 0, ce = 0, l1 = 0, conf = 0, grad_norm = 0;
     AcceptanceMetrics metrics;
@@ -212,7 +232,7 @@ DrafterTrainResult train_drafter(const DrafterTrainOptions& o) {
       for (size_t j = 0; j < batch.size(); ++j) {
         if (blocks[j].anchors.empty()) continue;
         const RegeneratedSample& s = data.train[batch[j]];
-        const DSparkLoss l = sequence_loss(drafter, target, s, blocks[j], weights, weight_total);
+        const SequenceLoss l = sequence_loss(drafter, target, s, blocks[j], weights, weight_total);
         l.total.backward();
         loss += l.total.item<double>(), ce += l.ce, l1 += l.l1, conf += l.conf;
         metrics.add(l.c_star, blocks[j].valid);

@@ -1,7 +1,8 @@
-// `dspark train drafter` for DSpark and DFlash (deepspec-spec 3.1, 4.1-4.3): the target is frozen
-// and computes its features online, per sequence (for this repository's small targets that is
-// faster than reading a feature cache: see docs/training.md); each step samples anchors in a batch
-// of regenerated conversations, runs all blocks of a sequence in one pass, and minimises DeepSpec's
+// `dspark train drafter` for DSpark, DFlash and EAGLE-3 (deepspec-spec 3.1-3.2, 4.1-4.3): the
+// target is frozen and computes its features online, per sequence (for this repository's small
+// targets that is faster than reading a feature cache: see docs/training.md); each step samples
+// anchors in a batch of regenerated conversations, runs all blocks of a sequence in one pass (for
+// EAGLE-3: the training-time test unrolled from the row before each anchor), and minimises DeepSpec's
 // loss with AdamW (betas 0.9 / 0.999, no weight decay), linear warmup over 4% of the steps then
 // cosine to 0, and gradient clipping at 1.
 //

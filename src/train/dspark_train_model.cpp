@@ -19,48 +19,10 @@ torch::Tensor block_attention_mask(const std::vector<int64_t>& anchors, int64_t 
 
 DSparkTrainModel::DSparkTrainModel(draft::DraftConfig config, const model::Transformer& target,
                                    const NamedTensors& tensors)
-    : config_(std::move(config)), rope_(config_.backbone) {
+    : DrafterTrainModel(std::move(config), target, tensors) {
   if (config_.method == draft::DraftMethod::kEagle3) throw Error("DSparkTrainModel: an EAGLE-3 config was given");
   if (config_.markov_rank > 0 && config_.markov_head == draft::MarkovHead::kRnn)
     throw Error("train drafter: the RNN Markov head cannot be trained yet (use the vanilla head)");
-  embed_ = target.embedding().to(torch::kFloat32);
-  lm_head_ = target.lm_head_weight().to(torch::kFloat32);
-  for (const auto& [name, t] : tensors) {
-    if (name == "embed_tokens.weight" || name == "lm_head.weight") continue;
-    trainable_.emplace_back(name, t.detach().to(target.device(), torch::kFloat32).clone().set_requires_grad(true));
-  }
-  // One order however the tensors arrived (fresh init or a checkpoint file): the gradient norm and
-  // the optimizer walk them in this order, and resuming must repeat a run bit for bit.
-  std::sort(trainable_.begin(), trainable_.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
-}
-
-const torch::Tensor& DSparkTrainModel::param(const std::string& name) const {
-  for (const auto& [n, t] : trainable_)
-    if (n == name) return t;
-  throw Error("drafter checkpoint: tensor " + name + " is missing");
-}
-
-NamedTensors DSparkTrainModel::checkpoint_tensors() const {
-  NamedTensors all{{"embed_tokens.weight", embed_}, {"lm_head.weight", lm_head_}};
-  all.insert(all.end(), trainable_.begin(), trainable_.end());
-  return all;
-}
-
-model::DecoderLayer DSparkTrainModel::layer(int64_t l) const {
-  const std::string p = "layers." + std::to_string(l) + ".";
-  model::DecoderLayer layer;
-  layer.input_norm = param(p + "input_layernorm.weight");
-  layer.qkv.weight = torch::cat({param(p + "self_attn.q_proj.weight"), param(p + "self_attn.k_proj.weight"),
-                                 param(p + "self_attn.v_proj.weight")});
-  if (config_.backbone.qk_norm) {
-    layer.q_norm = param(p + "self_attn.q_norm.weight");
-    layer.k_norm = param(p + "self_attn.k_norm.weight");
-  }
-  layer.o_proj.weight = param(p + "self_attn.o_proj.weight");
-  layer.post_norm = param(p + "post_attention_layernorm.weight");
-  layer.gate_up.weight = torch::cat({param(p + "mlp.gate_proj.weight"), param(p + "mlp.up_proj.weight")});
-  layer.down.weight = param(p + "mlp.down_proj.weight");
-  return layer;
 }
 
 torch::Tensor DSparkTrainModel::attention(const model::DecoderLayer& layer, const torch::Tensor& x,
@@ -112,7 +74,7 @@ DSparkTrainModel::Output DSparkTrainModel::forward(const torch::Tensor& features
   const torch::Tensor mask = block_attention_mask(anchors, S, B).to(device);
   torch::Tensor x = embed_.index_select(0, on_device(block_ids));  // [nB, d]
   for (int64_t l = 0; l < c.n_layers; ++l) {
-    const model::DecoderLayer L = layer(l);
+    const model::DecoderLayer L = decoder_layer(l);
     x = model::layer_output(L, c, x, attention(L, x, context, cos_b, sin_b, cos_c, sin_c, mask));
   }
   const torch::Tensor h = model::rms_norm(x, param("norm.weight"), c.rms_norm_eps);

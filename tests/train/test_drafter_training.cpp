@@ -9,6 +9,7 @@
 
 #include "draft/draft_init.h"
 #include "draft/dspark_drafter.h"
+#include "draft/eagle3_drafter.h"
 #include "engine/autoregressive.h"
 #include "sampling/sampling.h"
 #include "test_util.h"
@@ -16,6 +17,8 @@
 #include "train/drafter_trainer.h"
 #include "train/dspark_loss.h"
 #include "train/dspark_train_model.h"
+#include "train/eagle3_loss.h"
+#include "train/eagle3_train_model.h"
 
 namespace dspark {
 namespace {
@@ -107,6 +110,70 @@ TEST(DSparkLoss, InvalidLabelsContributeNothing) {
   EXPECT_NEAR(train::dspark_loss(z2, t, labels, valid, {}, {}, 1.0).total.item<double>(), before, 1e-6);
   z2[1][1][0] += 5;  // a valid slot: the loss must move
   EXPECT_GT(std::abs(train::dspark_loss(z2, t, labels, valid, {}, {}, 1.0).total.item<double>() - before), 1e-3);
+}
+
+// Two steps over a vocabulary of two: soft cross-entropy against p_t, step weights 0.8^s, divided
+// by the row total; c* = 1 - TV.
+TEST(Eagle3Loss, MatchesHandComputedTerms) {
+  const torch::Tensor z = torch::tensor({0.0f, 1.0f, 2.0f, 0.0f}).view({1, 2, 2});
+  const torch::Tensor t = torch::tensor({0.0f, 0.0f, 0.0f, 1.0f}).view({1, 2, 2});
+  const torch::Tensor valid = torch::ones({1, 2});
+  const train::Eagle3Loss l = train::eagle3_loss(z, t, valid, 0.8, 2.0);
+  auto sig = [](double x) { return 1 / (1 + std::exp(-x)); };
+  // step 0: p_d = (sig(-1), sig(1)), p_t = (0.5, 0.5); step 1: p_d = (sig(2), sig(-2)), p_t = (sig(-1), sig(1))
+  const double ce0 = -(0.5 * std::log(sig(-1.0)) + 0.5 * std::log(sig(1.0)));
+  const double ce1 = -(sig(-1.0) * std::log(sig(2.0)) + sig(1.0) * std::log(sig(-2.0)));
+  EXPECT_NEAR(l.total.item<double>(), (ce0 + 0.8 * ce1) / 2.0, 1e-6);
+  EXPECT_NEAR(l.soft_ce, (ce0 + 0.8 * ce1) / 2.0, 1e-6);
+  EXPECT_NEAR(l.c_star[0][0].item<double>(), 1 - std::abs(sig(-1.0) - 0.5), 1e-6);
+  EXPECT_NEAR(l.c_star[0][1].item<double>(), 1 - std::abs(sig(2.0) - sig(-1.0)), 1e-6);
+  const torch::Tensor half = torch::tensor({1.0f, 0.0f}).view({1, 2});  // step 1 masked
+  EXPECT_NEAR(train::eagle3_loss(z, t, half, 0.8, 2.0).total.item<double>(), ce0 / 2.0, 1e-6);
+}
+
+// The unrolled training-time test and the inference drafter's chain compute the same logits at
+// every step when the chain is fed the tokens the training forward reads (here: the drafter's own
+// greedy drafts, so they coincide).
+TEST(Eagle3TrainModel, AgreesWithTheInferenceDrafterAtEveryStep) {
+  torch::NoGradGuard no_grad;
+  model::Transformer target = model::Transformer::load(kTarget.string(), {model::WeightDType::kF32});
+  test::TempDir dir;
+  draft::DrafterInitOptions init{.method = draft::DraftMethod::kEagle3, .seed = 9, .block_size = 4};
+  const draft::DraftConfig config = draft::make_draft_config(target.config(), init);
+  ASSERT_EQ(config.ttt_length, 4);
+  auto tensors = draft::random_drafter_tensors(target, config, 9);
+  for (auto& [name, t] : tensors) {  // as stored; larger trained matrices, so that the steps differ
+    const bool frozen = name == "embed_tokens.weight" || name == "lm_head.weight";
+    t = (t * (t.dim() == 2 && !frozen ? 5.0 : 1.0)).to(torch::kBFloat16).to(torch::kFloat32);
+  }
+  draft::write_drafter(config, tensors, dir.file("eagle3"));
+  const train::Eagle3TrainModel trainable(config, target, tensors);
+  auto drafter = draft::Eagle3Drafter::load(dir.file("eagle3"), target,
+                                            {.max_slots = 1, .capacity = 64, .weight_dtype = model::WeightDType::kF32});
+  std::vector<int64_t> ids;
+  for (int i = 0; i < 16; ++i) ids.push_back((i * 37 + 11) % 400);
+  for (int64_t anchor : {3L, 9L}) {
+    const std::vector<int64_t> prompt(ids.begin(), ids.begin() + anchor);
+    torch::Tensor features = torch::cat(target.forward_sequences(torch::tensor(prompt).unsqueeze(0), config.target_layer_ids).layer_hidden, -1)[0];
+    drafter->begin(0, prompt, features);
+    sampling::SamplingParams greedy{.temperature = 0};
+    sampling::Rng rng(1);
+    const auto blocks = drafter->propose({{0, ids[anchor], 4, 0.0, &greedy, &rng, true}});
+    drafter->end(0);
+    ASSERT_EQ(blocks[0].tokens.size(), 4u);
+    // Sequence: prompt, anchor, drafts 1..3 (the last draft is never read); features of the
+    // positions past the prompt are never attended to, so zeros do.
+    std::vector<int64_t> seq = prompt;
+    seq.push_back(ids[anchor]);
+    seq.insert(seq.end(), blocks[0].tokens.begin(), blocks[0].tokens.end() - 1);
+    const int64_t S = static_cast<int64_t>(seq.size());
+    features = torch::cat({features, torch::zeros({S - anchor, features.size(1)})});
+    const auto train_out = trainable.forward(features, torch::tensor(seq), {1, anchor});  // another row alongside
+    const double diff = (train_out.logits[1] - blocks[0].logits).abs().max().item<double>();
+    EXPECT_LT(diff, 1e-4) << "anchor " << anchor;
+    // The steps are not copies of one another (the test would pass trivially otherwise).
+    EXPECT_GT((blocks[0].logits[0] - blocks[0].logits[3]).abs().max().item<double>(), 1e-2);
+  }
 }
 
 // The training forward (all blocks of a sequence at once, block mask) and the inference drafter
@@ -205,6 +272,26 @@ TEST(DrafterTrainer, ShortRunLowersTheLossAndRaisesAcceptance) {
   // The exported drafter loads as an inference drafter.
   model::Transformer target = model::Transformer::load(kTarget.string(), {model::WeightDType::kF32});
   EXPECT_NO_THROW(draft::DSparkDrafter::load(full.final_dir.string(), target, {}));
+}
+
+// The same protocol for EAGLE-3's training-time test: the loss falls and every step's acceptance
+// rises; the export loads as an inference drafter.
+TEST(DrafterTrainer, Eagle3ShortRunLowersTheLossAndRaisesAcceptance) {
+  test::TempDir dir;
+  write_data(dir / "data.jsonl", 40);
+  train::DrafterTrainOptions o = options_for(dir, "run");
+  o.init.method = draft::DraftMethod::kEagle3;
+  o.max_steps = 1;
+  const train::DrafterTrainResult first = train::train_drafter(o);
+  o.max_steps = 0;
+  o.out_dir = dir / "run2";
+  const train::DrafterTrainResult full = train::train_drafter(o);
+  EXPECT_LT(full.valid.loss, 0.8 * first.valid.loss);
+  EXPECT_GT(full.valid.tau, first.valid.tau + 0.05);
+  ASSERT_EQ(full.valid.accept_rate.size(), 4u);
+  for (size_t k = 0; k < 4; ++k) EXPECT_GT(full.valid.accept_rate[k], first.valid.accept_rate[k] + 0.02) << k;
+  model::Transformer target = model::Transformer::load(kTarget.string(), {model::WeightDType::kF32});
+  EXPECT_NO_THROW(draft::Eagle3Drafter::load(full.final_dir.string(), target, {}));
 }
 
 TEST(DrafterTrainer, ResumeReproducesTheNextStepsBitForBit) {

@@ -1,0 +1,90 @@
+#include "train/eagle3_train_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "common/error.h"
+
+namespace dspark::train {
+
+Eagle3TrainModel::Eagle3TrainModel(draft::DraftConfig config, const model::Transformer& target,
+                                   const NamedTensors& tensors)
+    : DrafterTrainModel(std::move(config), target, tensors) {
+  if (config_.method != draft::DraftMethod::kEagle3) throw Error("Eagle3TrainModel: not an EAGLE-3 config");
+}
+
+std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> Eagle3TrainModel::project(const model::DecoderLayer& layer,
+                                                                                const torch::Tensor& tokens,
+                                                                                const torch::Tensor& g,
+                                                                                const torch::Tensor& positions) const {
+  const model::ModelConfig& c = config_.backbone;
+  const int64_t n = g.size(0), q_dim = c.n_heads * c.head_dim, kv_dim = c.n_kv_heads * c.head_dim;
+  const torch::Tensor z = torch::cat({model::rms_norm(embed_.index_select(0, tokens), layer.input_norm, c.rms_norm_eps),
+                                      model::rms_norm(g, param("layers.0.hidden_norm.weight"), c.rms_norm_eps)},
+                                     1);
+  const torch::Tensor qkv = torch::linear(z, layer.qkv.weight);
+  torch::Tensor q = qkv.narrow(1, 0, q_dim).reshape({n, c.n_heads, c.head_dim});
+  torch::Tensor k = qkv.narrow(1, q_dim, kv_dim).reshape({n, c.n_kv_heads, c.head_dim});
+  torch::Tensor v = qkv.narrow(1, q_dim + kv_dim, kv_dim).reshape({n, c.n_kv_heads, c.head_dim});
+  if (c.qk_norm) {
+    q = model::rms_norm(q, layer.q_norm, c.rms_norm_eps);
+    k = model::rms_norm(k, layer.k_norm, c.rms_norm_eps);
+  }
+  auto [cos, sin] = rope_.cos_sin(positions);
+  return {model::Rope::apply(q, cos, sin), model::Rope::apply(k, cos, sin), v};
+}
+
+DrafterTrainModel::Output Eagle3TrainModel::forward(const torch::Tensor& features, const torch::Tensor& ids,
+                                                    const std::vector<int64_t>& anchors) const {
+  const model::ModelConfig& c = config_.backbone;
+  const int64_t S = ids.size(0), n = static_cast<int64_t>(anchors.size()), steps = config_.ttt_length;
+  const int64_t group = c.n_heads / c.n_kv_heads, q_dim = c.n_heads * c.head_dim;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
+  const torch::Device device = features.device();
+  const auto long_opts = torch::TensorOptions().dtype(torch::kLong).device(device);
+  const torch::Tensor id = ids.to(device, torch::kLong);
+  for (int64_t a : anchors)
+    if (a < 1 || a >= S) throw Error("train drafter: an EAGLE-3 anchor must be in [1, S-1]");
+  std::vector<int64_t> row_list;
+  for (int64_t a : anchors) row_list.push_back(a - 1);
+  const torch::Tensor rows = torch::tensor(row_list, torch::kLong).to(device);  // [n] t
+  const model::DecoderLayer L = decoder_layer(0);
+
+  // Step 0 over positions 0..S-2 (the last position has no next token; no row attends to it).
+  const int64_t S0 = S - 1;
+  const torch::Tensor g0 = torch::linear(features.to(torch::kFloat32).narrow(0, 0, S0), param("fc.weight"));  // [S0, d]
+  auto [q0, k0, v0] = project(L, id.narrow(0, 1, S0), g0, torch::arange(S0, long_opts));
+  const torch::Tensor keys0 = k0.repeat_interleave(group, 1).transpose(0, 1);    // [H, S0, hd]
+  const torch::Tensor values0 = v0.repeat_interleave(group, 1).transpose(0, 1);  // [H, S0, hd]
+  const torch::Tensor future = torch::arange(S0, long_opts).unsqueeze(0) > rows.unsqueeze(1);  // [n, S0] key j > t
+
+  std::vector<torch::Tensor> diag_keys, diag_values;  // steps 1..s: [n, H, hd] each
+  std::vector<torch::Tensor> logits;
+  torch::Tensor g = g0.index_select(0, rows), q = q0.index_select(0, rows);
+  for (int64_t s = 0; s < steps; ++s) {
+    if (s > 0) {
+      const torch::Tensor tokens = id.index_select(0, (rows + s + 1).clamp_max(S - 1));
+      auto [qs, ks, vs] = project(L, tokens, g, rows + s);
+      q = qs;
+      diag_keys.push_back(ks.repeat_interleave(group, 1));
+      diag_values.push_back(vs.repeat_interleave(group, 1));
+    }
+    const torch::Tensor qh = q.transpose(0, 1);  // [H, n, hd]
+    torch::Tensor scores = torch::matmul(qh, keys0.transpose(1, 2)) * scale;  // [H, n, S0]
+    scores = scores.masked_fill(future.unsqueeze(0), -std::numeric_limits<float>::infinity());
+    std::vector<torch::Tensor> parts{scores};
+    for (const torch::Tensor& k : diag_keys) parts.push_back(((q * k).sum(-1) * scale).transpose(0, 1).unsqueeze(-1));
+    const torch::Tensor p = torch::softmax(torch::cat(parts, -1), -1);  // [H, n, S0 + s]
+    torch::Tensor o = torch::matmul(p.narrow(-1, 0, S0), values0);    // [H, n, hd]
+    for (size_t i = 0; i < diag_values.size(); ++i)
+      o = o + p.narrow(-1, S0 + static_cast<int64_t>(i), 1) * diag_values[i].transpose(0, 1);
+    g = model::layer_output(L, c, g, o.transpose(0, 1).reshape({n, q_dim}));  // [n, d], pre-norm
+    logits.push_back(torch::linear(model::rms_norm(g, param("norm.weight"), c.rms_norm_eps), lm_head_));
+  }
+  Output out;
+  out.logits = torch::stack(logits, 1);  // [n, steps, V]
+  return out;
+}
+
+}  // namespace dspark::train
