@@ -12,6 +12,14 @@
 
 namespace dspark::cli {
 
+std::vector<std::string> split_csv(const std::string& csv) {
+  std::vector<std::string> out;
+  std::stringstream s(csv);
+  for (std::string item; std::getline(s, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
 std::vector<int64_t> parse_ids(const std::string& csv, const std::string& flag) {
   std::vector<int64_t> ids;
   std::stringstream stream(csv);
@@ -55,6 +63,16 @@ int64_t resolve_gamma(const std::optional<int64_t>& flag, const draft::Drafter& 
   if (limit > 0 && gamma > limit)
     throw Error("--gamma " + std::to_string(gamma) + " exceeds the drafter's block size " + std::to_string(limit));
   return gamma;
+}
+
+engine::StepCost load_or_profile_step_cost(const std::string& sps_file, model::Transformer& target,
+                                           draft::Drafter* drafter, const std::string& model_dir,
+                                           const std::string& draft_dir, const std::string& dtype,
+                                           int64_t max_requests, int64_t gamma) {
+  if (!sps_file.empty()) return engine::StepCost::load(sps_file);
+  const schedule::SpsMeta meta = engine::step_cost_meta(model_dir, target, draft_dir, dtype);
+  return engine::cached_step_cost(engine::default_cache_dir(), target, drafter,
+                                  {.max_requests = max_requests, .gamma = gamma}, meta);
 }
 
 void PromptArgs::add_to(CLI::App* cmd) {

@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 
 #include "draft/drafter.h"
+#include "engine/step_cost.h"
 #include "model/config.h"
 #include "model/transformer.h"
 #include "sampling/sampling.h"
@@ -16,6 +17,8 @@
 
 namespace dspark::cli {
 
+// "a,b,,c" -> {"a", "b", "c"} (empty items dropped).
+std::vector<std::string> split_csv(const std::string& csv);
 // "1,2,3" -> {1, 2, 3}; throws dspark::Error naming the bad element.
 std::vector<int64_t> parse_ids(const std::string& csv, const std::string& flag);
 // "bf16" | "f32" -> weight dtype; throws otherwise.
@@ -28,6 +31,14 @@ std::optional<tokenizer::Tokenizer> load_tokenizer_if_present(const std::string&
 // --gamma, defaulting to the drafter's largest proposal (its block size), else 7; throws if the
 // drafter cannot propose that many.
 int64_t resolve_gamma(const std::optional<int64_t>& flag, const draft::Drafter& drafter);
+
+// The step-cost profile the dspark-sync / dspark-async schedules need: `sps_file` if given, else
+// the profile cached for this model, drafter, machine and dtype (measured and saved on first use,
+// with progress). max_requests: the largest concurrency it must cover.
+engine::StepCost load_or_profile_step_cost(const std::string& sps_file, model::Transformer& target,
+                                           draft::Drafter* drafter, const std::string& model_dir,
+                                           const std::string& draft_dir, const std::string& dtype,
+                                           int64_t max_requests, int64_t gamma);
 
 // --prompt TEXT | --prompt-ids IDS, with --chat.
 struct PromptArgs {

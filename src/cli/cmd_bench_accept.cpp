@@ -30,14 +30,6 @@ struct BenchAcceptArgs {
   bench::AcceptOptions options;
 };
 
-std::vector<std::string> split_list(const std::string& csv) {
-  std::vector<std::string> out;
-  std::stringstream s(csv);
-  for (std::string item; std::getline(s, item, ',');)
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
-
 // "turns" unless the file's first line has an "instruction" and no "turns".
 std::string detect_format(const std::string& file, const std::string& flag) {
   if (flag != "auto") return flag;
@@ -159,10 +151,10 @@ void run(BenchAcceptArgs a) {
   const std::optional<tokenizer::Tokenizer> tok = load_tokenizer_if_present(dir);
   if (!tok) throw Error(dir + ": no tokenizer.json (prompts are rendered with the chat template)");
   model::Transformer target = model::Transformer::load(dir, {parse_weight_dtype(a.dtype)});
-  const std::vector<std::string> draft_dirs = split_list(a.drafts), files = split_list(a.prompts);
+  const std::vector<std::string> draft_dirs = split_csv(a.drafts), files = split_csv(a.prompts);
   if (draft_dirs.empty() || files.empty()) throw Error("bench accept: give --draft and --prompts");
   std::vector<double> thresholds = {0.0};
-  for (const std::string& t : split_list(a.thresholds)) {
+  for (const std::string& t : split_csv(a.thresholds)) {
     const double v = std::stod(t);
     if (v < 0 || v >= 1) throw Error("--thresholds: each value must be in [0, 1)");
     if (v > 0) thresholds.push_back(v);

@@ -11,6 +11,7 @@
 #include "common/error.h"
 #include "draft/load_drafter.h"
 #include "engine/autoregressive.h"
+#include "engine/batch_engine.h"
 #include "engine/speculative.h"
 #include "tokenizer/stream_decoder.h"
 
@@ -28,6 +29,9 @@ struct GenerateArgs {
   std::string draft_dir, method;
   std::optional<int64_t> gamma;
   double confidence_threshold = 0;
+  // Batched engine (engine/batch_engine.h): used when either is given.
+  std::optional<int64_t> concurrency;
+  std::string schedule, sps_file;
 };
 
 nlohmann::json stats_json(const engine::SpeculativeStats& s) {
@@ -54,12 +58,16 @@ void run_generate(const GenerateArgs& args) {
   if (!args.ignore_eos) request.stop_ids = generation.eos_token_ids;
 
   const bool speculative = !args.draft_dir.empty() || !args.method.empty();
+  const bool batched = args.concurrency.has_value() || !args.schedule.empty();
+  const int64_t concurrency = args.concurrency.value_or(1);
+  if (concurrency < 1) throw Error("generate: --concurrency must be >= 1");
   std::unique_ptr<draft::Drafter> drafter;
   engine::SpeculativeOptions spec;
   if (speculative) {
     const int64_t capacity = static_cast<int64_t>(request.prompt_ids.size()) + args.max_tokens + 64;
     drafter = draft::load_drafter(args.method, args.draft_dir, model,
-                                  {.max_slots = 1, .capacity = capacity, .weight_dtype = parse_weight_dtype(args.dtype)});
+                                  {.max_slots = batched ? concurrency : 1, .capacity = capacity,
+                                   .weight_dtype = parse_weight_dtype(args.dtype)});
     spec.gamma = resolve_gamma(args.gamma, *drafter);
     spec.confidence_threshold = args.confidence_threshold;
   }
@@ -82,7 +90,39 @@ void run_generate(const GenerateArgs& args) {
 
   std::vector<engine::GenerationResult> results;
   std::vector<engine::SpeculativeStats> stats;
-  if (speculative) {
+  if (batched) {
+    if (args.num_samples < 1) throw Error("generate: --num-samples must be >= 1");
+    const schedule::ScheduleKind kind =
+        schedule::parse_schedule_kind(args.schedule.empty() ? (speculative ? "dspark-async" : "none") : args.schedule);
+    if (kind != schedule::ScheduleKind::kNone && !drafter) throw Error("generate: --schedule needs a drafter (--draft)");
+    const int64_t gamma = drafter ? spec.gamma : 0;
+    engine::StepCost cost;
+    if (schedule::needs_sps_table(kind))
+      cost = load_or_profile_step_cost(args.sps_file, model, drafter.get(), dir, args.draft_dir, args.dtype, concurrency, gamma);
+    engine::BatchEngine batch(model, drafter.get(),
+                              {.max_concurrency = concurrency,
+                               .max_context = static_cast<int64_t>(request.prompt_ids.size()) + args.max_tokens,
+                               .gamma = gamma, .schedule = kind, .step_cost = &cost});
+    for (int64_t i = 0; i < args.num_samples; ++i) {
+      engine::EngineRequest r{request.prompt_ids, request.sampling, request.max_tokens, request.stop_ids};
+      r.sampling.seed = request.sampling.seed + static_cast<uint64_t>(i);
+      if (stream) r.on_token = [&, i](int64_t id) { on_token(i, id); return true; };
+      batch.submit(std::move(r));
+    }
+    std::vector<engine::RequestOutcome> outcomes = batch.run();
+    std::sort(outcomes.begin(), outcomes.end(), [](const auto& x, const auto& y) { return x.id < y.id; });
+    for (engine::RequestOutcome& o : outcomes) {
+      engine::SpeculativeStats s;
+      s.rounds = o.decode_steps;
+      s.committed = o.accepted_drafts + o.decode_steps;
+      s.proposed = o.verified_drafts;
+      stats.push_back(s);
+      results.push_back(std::move(o.result));
+    }
+    std::fprintf(stderr, "[engine: %s, concurrency %lld, %lld steps, mean budget %.2f drafts, acceptance length %.2f]\n",
+                 schedule::schedule_kind_name(kind).c_str(), static_cast<long long>(concurrency),
+                 static_cast<long long>(batch.stats().steps), batch.stats().mean_budget(), batch.stats().acceptance_length());
+  } else if (speculative) {
     if (args.num_samples < 1) throw Error("generate: --num-samples must be >= 1");
     for (int64_t i = 0; i < args.num_samples; ++i) {  // one request at a time (batching: the scheduler)
       engine::GenerationRequest sample = request;
@@ -103,7 +143,7 @@ void run_generate(const GenerateArgs& args) {
     if (args.json) {
       nlohmann::json s = {{"prompt_tokens", r.prompt_tokens}, {"generated_tokens", r.ids.size()},
                           {"seconds", r.seconds}, {"prefill_seconds", r.prefill_seconds}, {"tokens_per_second", rate}};
-      if (speculative) s.update(stats_json(stats[i]));
+      if (speculative || batched) s.update(stats_json(stats[i]));
       nlohmann::json out = {{"ids", r.ids}, {"text", text}, {"finish_reason", r.finish_reason}, {"stats", s}};
       std::cout << out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     } else {
@@ -111,7 +151,7 @@ void run_generate(const GenerateArgs& args) {
       else if (tok) std::cout << text << "\n";
       else std::cout << nlohmann::json(r.ids).dump() << "\n";
       std::string spec_line;
-      if (speculative)
+      if (speculative || batched)
         spec_line = ", " + std::to_string(stats[i].rounds) + " rounds, acceptance length " +
                     std::to_string(stats[i].acceptance_length()).substr(0, 5);
       std::fprintf(stderr, "[%lld prompt tokens, %zu generated in %.2f s, prefill %.2f s, %.2f tokens/s, %s%s]\n",
@@ -140,6 +180,12 @@ void register_generate(CLI::App& app) {
   cmd->add_option("--confidence-threshold", args->confidence_threshold,
                   "DSpark: cut each proposal at the first slot whose confidence is below this (0 = off)")
       ->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--concurrency", args->concurrency,
+                  "run the samples through the batched engine with this many in flight (continuous batching)");
+  cmd->add_option("--schedule", args->schedule,
+                  "batched engine verification schedule: none, mtp1, fixed, threshold, dspark-sync, dspark-async "
+                  "(default with a drafter: dspark-async)");
+  cmd->add_option("--sps", args->sps_file, "step-cost profile from `dspark profile --out` (default: the cached one)");
   cmd->callback([args] { run_generate(*args); });
 }
 

@@ -16,12 +16,14 @@ void register_data(CLI::App& app);            // dspark data corpus|...
 void register_eval(CLI::App& app);            // dspark eval loss
 void register_draft(CLI::App& app);           // dspark draft
 void register_calibrate(CLI::App& app);       // dspark calibrate
+void register_profile(CLI::App& app);         // dspark profile
 
 // bench subcommands, registered on the `bench` app by register_bench
 void register_bench_forward(CLI::App& bench);
 void register_bench_tokenizer(CLI::App& bench);
 void register_bench_draft(CLI::App& bench);
 void register_bench_accept(CLI::App& bench);
+void register_bench_serve(CLI::App& bench);
 
 // train subcommands, registered on the `train` app by register_train
 void register_train_tokenizer(CLI::App& train);

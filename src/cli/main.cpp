@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   dspark::cli::register_eval(app);
   dspark::cli::register_draft(app);
   dspark::cli::register_calibrate(app);
+  dspark::cli::register_profile(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

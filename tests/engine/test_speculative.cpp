@@ -10,6 +10,7 @@
 #include "engine/autoregressive.h"
 #include "engine/speculative.h"
 #include "model/model_init.h"
+#include "monte_carlo.h"
 #include "stat_test.h"
 #include "test_util.h"
 
@@ -89,68 +90,9 @@ TEST(Speculative, StopTokenEndsGenerationAndIsNotEmitted) {
 // Losslessness by Monte Carlo: the first three generated tokens of N independent speculative
 // samples against the exact autoregressive distribution computed from the target.
 //
-// Target: random Qwen3, vocab 40, 3 layers, weights N(0, 0.35) so distributions are peaked and
-// depend on the context. Drafters: random DSpark (with and without a confidence threshold),
-// DFlash and EAGLE-3, block 4, gamma 3.
-// Sample size: DSPARK_MC_SAMPLES (default 20000 in CI; the full run uses 200000).
-// Tests per case: chi-square of the marginal of tokens 1, 2, 3 and of the joint of tokens 1-2
-// (cells with expectation < 5 pooled). Threshold: p < 1e-4 / (number of tests over all cases),
-// Bonferroni; every case must pass, and a verifier accepting with min(1, q/p) must fail.
-
-int64_t mc_samples() {
-  const char* env = std::getenv("DSPARK_MC_SAMPLES");
-  return env ? std::atoll(env) : 20000;
-}
-
-constexpr int64_t kVocab = 40;
-constexpr int kCases = 5, kTestsPerCase = 4;
-constexpr double kAlpha = 1e-4 / (kCases * kTestsPerCase);
-
-model::Transformer make_mc_target(const test::TempDir& dir) {
-  nlohmann::json j = {{"architectures", {"Qwen3ForCausalLM"}}, {"model_type", "qwen3"}, {"vocab_size", kVocab},
-                      {"hidden_size", 32}, {"intermediate_size", 64}, {"num_hidden_layers", 3},
-                      {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"head_dim", 8},
-                      {"rms_norm_eps", 1e-6}, {"rope_theta", 10000.0}, {"max_position_embeddings", 256},
-                      {"tie_word_embeddings", true}, {"initializer_range", 0.35}, {"torch_dtype", "float32"}};
-  const model::ModelConfig config = model::ModelConfig::from_json(j, "mc target");
-  model::write_random_checkpoint(config, (dir / "target").string(), {.seed = 11});
-  return model::Transformer::load((dir / "target").string(), {model::WeightDType::kF32});
-}
-
-// Exact distributions of the first three tokens after `prompt` under `params`:
-// p1[x1], p2[x1][x2], p3[x1][x2][x3] (each conditional on the earlier tokens).
-struct ExactAr {
-  std::vector<double> p1;
-  std::vector<std::vector<double>> p2;
-  std::vector<std::vector<std::vector<double>>> p3;
-};
-
-ExactAr exact_autoregressive(const model::Transformer& target, const std::vector<int64_t>& prompt,
-                             const sampling::SamplingParams& params) {
-  const int64_t n = static_cast<int64_t>(prompt.size()), V = kVocab;
-  // Every continuation x1 x2 as one row: [V*V, n + 2]; logits at positions n-1, n, n+1.
-  torch::Tensor ids = torch::empty({V * V, n + 2}, torch::kLong);
-  for (int64_t a = 0; a < V; ++a)
-    for (int64_t b = 0; b < V; ++b) {
-      for (int64_t i = 0; i < n; ++i) ids[a * V + b][i] = prompt[i];
-      ids[a * V + b][n] = a;
-      ids[a * V + b][n + 1] = b;
-    }
-  torch::Tensor hidden = target.forward_sequences(ids).final_hidden;
-  auto probs_at = [&](int64_t pos) {  // [V*V, V] f64
-    return sampling::sampling_probs(target.lm_head(hidden.select(1, pos)), params).to(torch::kFloat64).contiguous();
-  };
-  torch::Tensor q1 = probs_at(n - 1), q2 = probs_at(n), q3 = probs_at(n + 1);
-  ExactAr e;
-  e.p1.assign(q1[0].data_ptr<double>(), q1[0].data_ptr<double>() + V);
-  e.p2.resize(V);
-  e.p3.assign(V, std::vector<std::vector<double>>(V));
-  for (int64_t a = 0; a < V; ++a) {
-    e.p2[a].assign(q2[a * V].data_ptr<double>(), q2[a * V].data_ptr<double>() + V);
-    for (int64_t b = 0; b < V; ++b) e.p3[a][b].assign(q3[a * V + b].data_ptr<double>(), q3[a * V + b].data_ptr<double>() + V);
-  }
-  return e;
-}
+// Protocol: tests/engine/monte_carlo.h. Drafters: random DSpark (with and without a confidence
+// threshold), DFlash and EAGLE-3, block 4, gamma 3. Every case must pass, and a verifier
+// accepting with min(1, q/p) must fail.
 
 struct McResult {
   std::vector<test::ChiSquare> tests;  // token 1, token 2, token 3, joint 1-2
@@ -165,33 +107,16 @@ struct McResult {
 McResult run_monte_carlo(model::Transformer& target, draft::Drafter& drafter, const std::vector<int64_t>& prompt,
                          const sampling::SamplingParams& params, const engine::SpeculativeOptions& options,
                          int64_t n_samples) {
-  const int64_t V = kVocab;
-  const ExactAr exact = exact_autoregressive(target, prompt, params);
-  std::vector<int64_t> c1(V), c2(V), c3(V), c12(V * V);
+  std::vector<std::vector<int64_t>> samples;
   engine::SpeculativeStats stats;
   for (int64_t s = 0; s < n_samples; ++s) {
     engine::GenerationRequest request{prompt, params, 3, {}};
     request.sampling.seed = 1000003 * 7 + static_cast<uint64_t>(s);
     const engine::SpeculativeResult result = engine::generate_speculative(target, drafter, request, options);
     stats.merge(result.stats);
-    const std::vector<int64_t>& ids = result.generation.ids;
-    EXPECT_EQ(ids.size(), 3u);
-    if (ids.size() != 3) continue;
-    ++c1[ids[0]];
-    ++c2[ids[1]];
-    ++c3[ids[2]];
-    ++c12[ids[0] * V + ids[1]];
+    samples.push_back(result.generation.ids);
   }
-  std::vector<double> m2(V), m3(V), j12(V * V);
-  for (int64_t a = 0; a < V; ++a)
-    for (int64_t b = 0; b < V; ++b) {
-      const double pab = exact.p1[a] * exact.p2[a][b];
-      j12[a * V + b] = pab;
-      m2[b] += pab;
-      for (int64_t c = 0; c < V; ++c) m3[c] += pab * exact.p3[a][b][c];
-    }
-  return {{test::chi_square(c1, exact.p1), test::chi_square(c2, m2), test::chi_square(c3, m3), test::chi_square(c12, j12)},
-          stats};
+  return {test::first_three_tokens_tests(test::exact_autoregressive(target, prompt, params), samples), stats};
 }
 
 struct McCase {
@@ -205,21 +130,21 @@ TEST_P(MonteCarloLossless, FirstThreeTokensFollowTheTarget) {
   torch::NoGradGuard no_grad;
   const McCase& c = GetParam();
   test::TempDir dir;
-  model::Transformer target = make_mc_target(dir);
+  model::Transformer target = test::make_mc_target(dir);
   auto drafter = random_drafter(target, c.method, dir, 21);
   const sampling::SamplingParams params{.temperature = c.temperature, .top_p = c.top_p};
   const std::vector<int64_t> prompt = {3, 14, 15, 9, 2, 6};
-  const int64_t n = mc_samples();
+  const int64_t n = test::mc_samples();
   const McResult r = run_monte_carlo(target, *drafter, prompt, params, {.gamma = 3, .confidence_threshold = c.threshold}, n);
   for (size_t t = 0; t < r.tests.size(); ++t)
     std::printf("[mc] %s test %zu: N=%lld chi2=%.1f dof=%lld p=%.3g (threshold %.2g)\n", c.name.c_str(), t,
                 static_cast<long long>(n), r.tests[t].statistic, static_cast<long long>(r.tests[t].dof),
-                r.tests[t].p_value, kAlpha);
+                r.tests[t].p_value, test::kAlpha);
   std::printf("[mc] %s: %lld rounds, %.3f drafts accepted per proposed\n", c.name.c_str(),
               static_cast<long long>(r.stats.rounds),
               r.stats.proposed ? double(r.stats.committed - r.stats.rounds) / double(r.stats.proposed) : 0.0);
   EXPECT_GT(r.stats.committed, r.stats.rounds);  // some drafts were accepted: the accept path ran
-  EXPECT_GE(r.min_p(), kAlpha);
+  EXPECT_GE(r.min_p(), test::kAlpha);
 }
 
 INSTANTIATE_TEST_SUITE_P(Drafters, MonteCarloLossless,
@@ -234,7 +159,7 @@ TEST(MonteCarloLossless, BrokenVerifierIsCaught) {
   // Control: the same test with the acceptance ratio inverted (q/p instead of p/q) must reject.
   torch::NoGradGuard no_grad;
   test::TempDir dir;
-  model::Transformer target = make_mc_target(dir);
+  model::Transformer target = test::make_mc_target(dir);
   auto drafter = random_drafter(target, "dspark", dir, 21);
   engine::SpeculativeOptions options{.gamma = 3};
   options.verifier = [](std::span<const float> p, std::span<const float> q, std::span<const int64_t> tokens,
@@ -253,9 +178,9 @@ TEST(MonteCarloLossless, BrokenVerifierIsCaught) {
     }
     return sampling::VerifyOutcome{n, sampling::sample_from_probs(p.data() + n * vocab, vocab, rng)};
   };
-  const McResult r = run_monte_carlo(target, *drafter, {3, 14, 15, 9, 2, 6}, {.temperature = 1.0}, options, mc_samples());
-  std::printf("[mc] broken verifier: min p = %.3g (threshold %.2g)\n", r.min_p(), kAlpha);
-  EXPECT_LT(r.min_p(), kAlpha);
+  const McResult r = run_monte_carlo(target, *drafter, {3, 14, 15, 9, 2, 6}, {.temperature = 1.0}, options, test::mc_samples());
+  std::printf("[mc] broken verifier: min p = %.3g (threshold %.2g)\n", r.min_p(), test::kAlpha);
+  EXPECT_LT(r.min_p(), test::kAlpha);
 }
 
 }  // namespace

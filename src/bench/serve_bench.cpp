@@ -1,0 +1,67 @@
+#include "bench/serve_bench.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "common/error.h"
+
+namespace dspark::bench {
+
+namespace {
+
+// The q-quantile of values (nearest rank; values not empty).
+double quantile(std::vector<double> values, double q) {
+  std::sort(values.begin(), values.end());
+  const size_t i = std::min(values.size() - 1, static_cast<size_t>(q * static_cast<double>(values.size())));
+  return values[i];
+}
+
+}  // namespace
+
+ServePoint run_serve_point(model::Transformer& target, draft::Drafter* drafter, const engine::StepCost& step_cost,
+                           schedule::ScheduleKind kind, int64_t concurrency,
+                           const std::vector<std::vector<int64_t>>& prompts, const ServeOptions& o) {
+  if (prompts.empty()) throw Error("bench serve: no prompts");
+  int64_t longest = 0;
+  for (const auto& p : prompts) longest = std::max<int64_t>(longest, static_cast<int64_t>(p.size()));
+  engine::BatchEngine engine(target, drafter, {.max_concurrency = concurrency, .max_context = longest + o.max_tokens,
+                                               .gamma = o.gamma, .schedule = kind, .threshold = o.threshold,
+                                               .step_cost = &step_cost});
+  const int64_t n_requests = std::max(o.min_requests, concurrency * o.requests_per_client);
+  int64_t submitted = 0;
+  auto submit_next = [&] {
+    engine::EngineRequest r{prompts[submitted % prompts.size()], o.sampling, o.max_tokens, o.stop_ids};
+    r.sampling.seed = o.sampling.seed + static_cast<uint64_t>(submitted);
+    engine.submit(std::move(r));
+    ++submitted;
+  };
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int64_t c = 0; c < concurrency && submitted < n_requests; ++c) submit_next();
+  ServePoint point;
+  point.schedule = schedule::schedule_kind_name(kind);
+  point.concurrency = concurrency;
+  std::vector<double> user_tps;
+  while (!engine.idle()) {
+    for (const engine::RequestOutcome& done : engine.step()) {
+      const int64_t n = static_cast<int64_t>(done.result.ids.size());
+      point.output_tokens += n;
+      if (done.result.seconds > 0 && n > 0) user_tps.push_back(static_cast<double>(n) / done.result.seconds);
+      if (submitted < n_requests) submit_next();  // the client's next request
+    }
+  }
+  point.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  point.requests = n_requests;
+  point.aggregate_tps = static_cast<double>(point.output_tokens) / point.seconds;
+  if (!user_tps.empty()) {
+    double sum = 0;
+    for (double v : user_tps) sum += v;
+    point.user_tps_mean = sum / static_cast<double>(user_tps.size());
+    point.user_tps_p50 = quantile(user_tps, 0.5);
+    point.user_tps_p90 = quantile(user_tps, 0.9);
+  }
+  point.mean_budget = engine.stats().mean_budget();
+  point.acceptance_length = engine.stats().acceptance_length();
+  return point;
+}
+
+}  // namespace dspark::bench

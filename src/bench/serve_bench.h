@@ -1,0 +1,47 @@
+// `dspark bench serve`: closed-loop clients over the batched engine (dspark-method 8, the paper's
+// Figures 7 and 8). At concurrency C, C clients each keep one request in flight: when one
+// finishes, its client submits the next prompt. Request i of a point always uses prompt
+// i mod n_prompts and seed i, so every schedule serves the same workload.
+//
+// Per point: aggregate output tokens/s (all generated tokens / wall time), per-user tokens/s
+// (a request's generated tokens / its time from submission to its last token: mean, p50, p90),
+// the mean verification budget (drafts verified per request per step), and the acceptance length
+// (tokens committed per request per step, bonus included).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "draft/drafter.h"
+#include "engine/batch_engine.h"
+#include "model/transformer.h"
+
+namespace dspark::bench {
+
+struct ServeOptions {
+  int64_t requests_per_client = 2;  // requests per point: max(min_requests, C x this)
+  int64_t min_requests = 8;
+  int64_t max_tokens = 128;
+  int64_t gamma = 7;
+  double threshold = 0.5;           // `threshold` schedule
+  sampling::SamplingParams sampling{.temperature = 1.0};
+  std::vector<int64_t> stop_ids;
+};
+
+struct ServePoint {
+  std::string schedule;
+  int64_t concurrency = 0, requests = 0, output_tokens = 0;
+  double seconds = 0;
+  double aggregate_tps = 0;
+  double user_tps_mean = 0, user_tps_p50 = 0, user_tps_p90 = 0;
+  double mean_budget = 0;        // drafts verified per request-step
+  double acceptance_length = 0;  // tokens committed per request-step
+};
+
+// One (schedule, concurrency) point. drafter may be null for `none`; step_cost must cover
+// concurrency x (gamma + 1) tokens for dspark-sync / dspark-async.
+ServePoint run_serve_point(model::Transformer& target, draft::Drafter* drafter, const engine::StepCost& step_cost,
+                           schedule::ScheduleKind kind, int64_t concurrency,
+                           const std::vector<std::vector<int64_t>>& prompts, const ServeOptions& options);
+
+}  // namespace dspark::bench

@@ -1,0 +1,247 @@
+// The batched engine: greedy outputs at concurrency 1, 8 and 32 equal single-request
+// autoregressive outputs under every schedule; requests joining, leaving and being cancelled
+// mid-flight never disturb another's output; no request starves; stop strings and streaming
+// cancellation; and Monte Carlo losslessness at concurrency 8 under dspark-sync and dspark-async.
+#include <gtest/gtest.h>
+
+#include "common/error.h"
+#include "draft/draft_init.h"
+#include "draft/load_drafter.h"
+#include "engine/autoregressive.h"
+#include "engine/batch_engine.h"
+#include "monte_carlo.h"
+#include "test_util.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace dspark {
+namespace {
+
+namespace fs = std::filesystem;
+using schedule::ScheduleKind;
+const fs::path kModel = fs::path(DSPARK_SOURCE_DIR) / "models/default";
+const fs::path kDSpark = fs::path(DSPARK_SOURCE_DIR) / "models/tiny-target-8l-dspark";
+
+// A jagged step cost (a cliff every 8 tokens) so the schedulers pick varied lengths: verify(B)
+// grows by per_token with B and jumps by `cliff` past every multiple of 8; drafting costs a
+// fixed share.
+engine::StepCost synthetic_cost(int64_t max_requests, int64_t gamma, double per_token = 0.04, double cliff = 0.3) {
+  engine::StepCost cost;
+  for (int64_t B = 1; B <= max_requests * (gamma + 1); ++B)
+    cost.verify_seconds.push_back(1.0 + per_token * B + (B % 8 == 1 && B > 1 ? cliff : 0.0));
+  cost.draft_seconds.assign(max_requests, 0.5);
+  cost.gamma = gamma;
+  return cost;
+}
+
+std::vector<std::vector<int64_t>> chat_prompts(int n) {
+  const tokenizer::Tokenizer tok = tokenizer::Tokenizer::load(kModel);
+  const tokenizer::ChatTemplate chat = tokenizer::ChatTemplate::load(kModel);
+  const std::vector<std::string> topics = {"the sea", "prime numbers", "a sorting function in Python", "bread",
+                                           "the moon", "a list of fruits", "how to add fractions", "trains"};
+  std::vector<std::vector<int64_t>> prompts;
+  for (int i = 0; i < n; ++i) {
+    const std::string text = (i % 2 ? "Tell me about " : "Write a short note on ") + topics[i % topics.size()] +
+                             std::string(i / 8, '!');
+    const std::vector<int32_t> ids = tok.encode(chat.render({{"user", text}}, {.add_generation_prompt = true, .enable_thinking = false}));
+    prompts.emplace_back(ids.begin(), ids.end());
+  }
+  return prompts;
+}
+
+struct Fixture {
+  model::Transformer target = model::Transformer::load(kModel.string(), {model::WeightDType::kF32});
+  std::unique_ptr<draft::Drafter> drafter =
+      draft::load_drafter("dspark", kDSpark.string(), target, {.max_slots = 32, .capacity = 512});
+  engine::StepCost cost = synthetic_cost(32, 7);
+  std::vector<std::vector<int64_t>> prompts = chat_prompts(32);
+  std::vector<std::vector<int64_t>> expected;  // greedy autoregressive output per prompt
+
+  explicit Fixture(int64_t max_tokens) {
+    for (const auto& p : prompts)
+      expected.push_back(engine::generate_autoregressive(target, {p, {.temperature = 0}, max_tokens, {}}, 1)[0].ids);
+  }
+  engine::BatchEngine engine(int64_t concurrency, ScheduleKind kind) {
+    return engine::BatchEngine(target, drafter.get(), {.max_concurrency = concurrency, .max_context = 256,
+                                                       .gamma = 7, .schedule = kind, .step_cost = &cost});
+  }
+};
+
+TEST(BatchEngine, GreedyEqualsAutoregressiveAtEveryConcurrencyAndSchedule) {
+  torch::NoGradGuard no_grad;
+  Fixture f(24);
+  const std::vector<std::pair<int64_t, ScheduleKind>> runs = {
+      {1, ScheduleKind::kDsparkAsync}, {8, ScheduleKind::kDsparkAsync}, {32, ScheduleKind::kDsparkAsync},
+      {8, ScheduleKind::kDsparkSync},  {8, ScheduleKind::kFixed},       {8, ScheduleKind::kMtp1},
+      {8, ScheduleKind::kThreshold},   {8, ScheduleKind::kNone}};
+  for (const auto& [concurrency, kind] : runs) {
+    SCOPED_TRACE(schedule::schedule_kind_name(kind) + " at concurrency " + std::to_string(concurrency));
+    engine::BatchEngine engine = f.engine(concurrency, kind);
+    std::map<int64_t, size_t> prompt_of;
+    for (size_t i = 0; i < f.prompts.size(); ++i) prompt_of[engine.submit({f.prompts[i], {.temperature = 0}, 24})] = i;
+    const std::vector<engine::RequestOutcome> outcomes = engine.run();
+    ASSERT_EQ(outcomes.size(), f.prompts.size());
+    for (const auto& o : outcomes) EXPECT_EQ(o.result.ids, f.expected[prompt_of[o.id]]) << "prompt " << prompt_of[o.id];
+    // Drafts were verified and accepted, except under dspark-sync at concurrency 8: the cliff at
+    // B = 9 makes its early stop refuse the first draft (the jagged-curve failure the async
+    // scheduler's unconstrained search exists for; it crosses the cliff at the same load).
+    if (kind == ScheduleKind::kDsparkSync) EXPECT_EQ(engine.stats().verified_drafts, 0);
+    else if (kind != ScheduleKind::kNone) EXPECT_GT(engine.stats().acceptance_length(), 1.3);
+    if (kind == ScheduleKind::kNone) EXPECT_EQ(engine.stats().verified_drafts, 0);
+    if (kind == ScheduleKind::kMtp1) EXPECT_LE(engine.stats().mean_budget(), 1.0);
+  }
+}
+
+// Requests submitted while others run, a request cancelled mid-flight, one without speculation,
+// and different lengths (so they leave at different steps): every other output is unchanged, and
+// with 2 slots for 12 requests every request finishes (none starves), admitted in FIFO order.
+TEST(BatchEngine, JoiningLeavingAndCancellingDoNotDisturbOthers) {
+  torch::NoGradGuard no_grad;
+  Fixture f(24);
+  for (int64_t concurrency : {2, 5}) {
+    SCOPED_TRACE("concurrency " + std::to_string(concurrency));
+    engine::BatchEngine engine = f.engine(concurrency, ScheduleKind::kDsparkAsync);
+    std::map<int64_t, size_t> prompt_of;
+    std::map<int64_t, int64_t> max_of;
+    auto submit = [&](size_t i, int64_t max_tokens, bool speculate) {
+      engine::EngineRequest r{f.prompts[i], {.temperature = 0}, max_tokens};
+      r.speculate = speculate;
+      const int64_t id = engine.submit(std::move(r));
+      prompt_of[id] = i;
+      max_of[id] = max_tokens;
+      return id;
+    };
+    for (size_t i = 0; i < 3; ++i) submit(i, 8 + 8 * i, i != 1);
+    std::vector<engine::RequestOutcome> outcomes;
+    int64_t to_cancel = -1;
+    for (int step = 0; !engine.idle(); ++step) {
+      if (step == 2) to_cancel = submit(3, 24, true);
+      if (step == 3)
+        for (size_t i = 4; i < 12; ++i) submit(i, 4 + 2 * (i - 4), true);
+      if (step == 5) engine.cancel(to_cancel);
+      for (auto& o : engine.step()) outcomes.push_back(std::move(o));
+      ASSERT_LT(step, 1000);
+    }
+    ASSERT_EQ(outcomes.size(), 12u);
+    for (const auto& o : outcomes) {
+      const std::vector<int64_t>& full = f.expected[prompt_of[o.id]];
+      if (o.id == to_cancel) {
+        EXPECT_EQ(o.result.finish_reason, "cancelled");
+        EXPECT_LT(o.result.ids.size(), 24u);
+        EXPECT_TRUE(std::equal(o.result.ids.begin(), o.result.ids.end(), full.begin()));  // a prefix, then nothing
+        continue;
+      }
+      const std::vector<int64_t> expected(full.begin(), full.begin() + max_of[o.id]);
+      EXPECT_EQ(o.result.ids, expected) << "request " << o.id;
+      EXPECT_EQ(o.result.finish_reason, "length");
+    }
+  }
+}
+
+TEST(BatchEngine, StopStringsStreamingCancellationAndBadRequests) {
+  torch::NoGradGuard no_grad;
+  Fixture f(24);
+  const tokenizer::Tokenizer tok = tokenizer::Tokenizer::load(kModel);
+  auto detokenize = [&](const std::vector<int64_t>& ids) { return tok.decode(std::vector<int32_t>(ids.begin(), ids.end())); };
+  const std::string full_text = detokenize(f.expected[0]);
+  ASSERT_GT(full_text.size(), 12u);
+  const std::string stop = full_text.substr(8, 3);
+  engine::BatchEngine engine(f.target, f.drafter.get(), {.max_concurrency = 4, .max_context = 256, .gamma = 7,
+                                                         .schedule = ScheduleKind::kDsparkAsync, .step_cost = &f.cost,
+                                                         .detokenize = detokenize});
+  engine::EngineRequest stopped{f.prompts[0], {.temperature = 0}, 24};
+  stopped.stop_strings = {stop};
+  engine.submit(stopped);
+  engine::EngineRequest streamed{f.prompts[1], {.temperature = 0}, 24};
+  std::vector<int64_t> seen;
+  streamed.on_token = [&](int64_t t) {
+    seen.push_back(t);
+    return seen.size() < 5;  // the consumer goes away after 5 tokens
+  };
+  engine.submit(streamed);
+  EXPECT_THROW(engine.submit({{}, {.temperature = 0}, 4}), Error);                        // empty prompt
+  EXPECT_THROW(engine.submit({{1, 999999}, {.temperature = 0}, 4}), Error);               // id out of range
+  EXPECT_THROW(engine.submit({f.prompts[2], {.temperature = 0}, 100000}), Error);         // context limit
+  EXPECT_THROW(engine.submit({f.prompts[2], {.temperature = 1, .top_p = 2.0}, 4}), Error);  // bad sampling
+  std::vector<engine::RequestOutcome> outcomes = engine.run();
+  ASSERT_EQ(outcomes.size(), 2u);
+  for (const auto& o : outcomes) {
+    if (o.id == 0) {
+      EXPECT_EQ(o.result.finish_reason, "stop");
+      EXPECT_EQ(o.text, full_text.substr(0, full_text.find(stop)));
+    } else {
+      EXPECT_EQ(o.result.finish_reason, "cancelled");
+      EXPECT_EQ(seen.size(), 5u);
+      EXPECT_EQ(o.result.ids, seen);
+      EXPECT_EQ(seen, std::vector<int64_t>(f.expected[1].begin(), f.expected[1].begin() + 5));
+    }
+  }
+}
+
+// Monte Carlo losslessness of the whole batched engine (protocol: monte_carlo.h): N requests with
+// the same prompt and distinct seeds run at concurrency 8, so every sample shares its steps with
+// others at different points of their generation, and the schedule varies l_r with the batch.
+class BatchedMonteCarloLossless : public ::testing::TestWithParam<ScheduleKind> {};
+
+TEST_P(BatchedMonteCarloLossless, FirstThreeTokensFollowTheTarget) {
+  torch::NoGradGuard no_grad;
+  test::TempDir dir;
+  model::Transformer target = test::make_mc_target(dir);
+  draft::DrafterInitOptions init{.method = draft::DraftMethod::kDSpark, .block_size = 4};
+  draft::write_random_drafter(target, draft::make_draft_config(target.config(), init), (dir / "draft").string(), 21);
+  auto drafter = draft::load_drafter("dspark", (dir / "draft").string(), target, {.max_slots = 8, .capacity = 64});
+  // Cheap enough per token that the random drafter's first slots (c near 0.5) are verified and
+  // its third slots mostly not.
+  const engine::StepCost cost = synthetic_cost(8, 3, 0.03, 0.02);
+  engine::BatchEngine engine(target, drafter.get(), {.max_concurrency = 8, .max_context = 32, .gamma = 3,
+                                                     .schedule = GetParam(), .step_cost = &cost});
+  const std::vector<int64_t> prompt = {3, 14, 15, 9, 2, 6};
+  const sampling::SamplingParams params{.temperature = 1.0};
+  const int64_t n = test::mc_samples();
+  for (int64_t s = 0; s < n; ++s) {
+    engine::EngineRequest r{prompt, params, 3};
+    r.sampling.seed = 1000003 * 11 + static_cast<uint64_t>(s);
+    engine.submit(std::move(r));
+  }
+  std::vector<std::vector<int64_t>> samples;
+  for (auto& o : engine.run()) samples.push_back(std::move(o.result.ids));
+  const auto tests = test::first_three_tokens_tests(test::exact_autoregressive(target, prompt, params), samples);
+  double min_p = 1;
+  for (size_t t = 0; t < tests.size(); ++t) {
+    std::printf("[mc] batched %s test %zu: N=%lld chi2=%.1f dof=%lld p=%.3g (threshold %.2g)\n",
+                schedule::schedule_kind_name(GetParam()).c_str(), t, static_cast<long long>(n), tests[t].statistic,
+                static_cast<long long>(tests[t].dof), tests[t].p_value, test::kAlpha);
+    min_p = std::min(min_p, tests[t].p_value);
+  }
+  const engine::EngineStats& st = engine.stats();
+  std::printf("[mc] batched: %.2f drafts verified and %.2f tokens committed per request-step\n", st.mean_budget(),
+              st.acceptance_length());
+  EXPECT_GT(st.acceptance_length(), 1.05);  // drafts were verified and accepted
+  EXPECT_LT(st.mean_budget(), 2.99);        // and the schedule did not always verify everything
+  EXPECT_GE(min_p, test::kAlpha);
+}
+
+INSTANTIATE_TEST_SUITE_P(Schedules, BatchedMonteCarloLossless,
+                         ::testing::Values(ScheduleKind::kDsparkSync, ScheduleKind::kDsparkAsync),
+                         [](const auto& info) { return schedule::schedule_kind_name(info.param) == "dspark-sync" ? std::string("sync") : std::string("async"); });
+
+TEST(StepCost, SpsTableAddsTheDraftingCostOfTheCurrentBatch) {
+  engine::StepCost cost;
+  cost.verify_seconds = {0.010, 0.011, 0.020};
+  cost.draft_seconds = {0.005, 0.006};
+  EXPECT_NEAR(cost.sps_for(0).sps(3), 1 / 0.020, 1e-9);
+  EXPECT_NEAR(cost.sps_for(1).sps(2), 1 / 0.016, 1e-9);
+  EXPECT_NEAR(cost.sps_for(2).sps(1), 1 / 0.016, 1e-9);
+  test::TempDir dir;
+  cost.meta = {"model", "host", "cpu", "f32", "2026-11-30T00:00:00Z"};
+  cost.save(dir / "cost.json");
+  const engine::StepCost back = engine::StepCost::load(dir / "cost.json");
+  EXPECT_EQ(back.verify_seconds, cost.verify_seconds);
+  EXPECT_EQ(back.draft_seconds, cost.draft_seconds);
+  EXPECT_TRUE(back.meta.same_setup(cost.meta));
+  test::write_text(dir / "bad.json", R"({"format": "dspark-step-cost", "version": 1})");
+  EXPECT_THROW(engine::StepCost::load(dir / "bad.json"), Error);
+}
+
+}  // namespace
+}  // namespace dspark
