@@ -10,7 +10,7 @@ data=../shared/data
 out=bench-results
 mkdir -p "$out"
 prompts="$data/eval/gsm8k.jsonl,$data/eval/humaneval.jsonl,$data/eval/mbpp.jsonl,$data/chat/vicuna_bench/question.jsonl,$data/chat/self_instruct/user_oriented_instructions.jsonl"
-drafts="models/tiny-target-8l-dspark,models/tiny-target-8l-dflash"
+drafts="models/tiny-target-8l-dspark,models/tiny-target-8l-dflash,models/tiny-target-8l-eagle3"
 common=(--draft "$drafts" --prompts "$prompts" --temperature 1.0 --gamma 7 --max-tokens 128)
 build/dspark bench accept "${common[@]}" --limit "$limit" --plot-dir "$out/accept-plots" \
   --json-out "$out/accept.json" | tee "$out/accept.md"

@@ -115,15 +115,24 @@ void run_bench_serve(const BenchServeArgs& a) {
 
   // Warm-up (allocator, kernels), not measured.
   bench::run_serve_point(target, drafter.get(), cost, kinds[0], 1, {prompts[0]}, {.min_requests = 1, .max_tokens = 8});
+  // Schedules alternate at each concurrency, so a drift of the machine's speed hits them alike.
   std::vector<bench::ServePoint> points;
-  for (schedule::ScheduleKind kind : kinds)
-    for (int64_t c : levels) {
+  for (int64_t c : levels)
+    for (schedule::ScheduleKind kind : kinds) {
       points.push_back(bench::run_serve_point(target, drafter.get(), cost, kind, c, prompts, o));
       const bench::ServePoint& p = points.back();
       std::fprintf(stderr, "%s C=%ld: %.1f tok/s aggregate, %.1f tok/s/user, budget %.2f, acceptance %.2f\n",
                    p.schedule.c_str(), static_cast<long>(c), p.aggregate_tps, p.user_tps_mean, p.mean_budget,
                    p.acceptance_length);
     }
+  std::stable_sort(points.begin(), points.end(), [&](const auto& x, const auto& y) {
+    auto rank = [&](const std::string& name) {
+      for (size_t i = 0; i < kinds.size(); ++i)
+        if (schedule::schedule_kind_name(kinds[i]) == name) return i;
+      return kinds.size();
+    };
+    return rank(x.schedule) < rank(y.schedule);
+  });
   nlohmann::json json = nlohmann::json::array();
   for (const auto& p : points) json.push_back(point_json(p));
   std::cout << (a.json ? json.dump(2) + "\n" : markdown(points));

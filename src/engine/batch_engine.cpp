@@ -4,12 +4,17 @@
 
 #include "common/error.h"
 #include "sampling/rejection.h"
+#include "schedule/async_scheduler.h"
 
 namespace dspark::engine {
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// While dspark-async's gate keeps the drafter off, every this many steps it drafts anyway, so the
+// confidences it judges by stay current (a step counter: no dependence on any draft).
+constexpr int64_t kDraftProbeInterval = 8;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
@@ -159,6 +164,15 @@ std::vector<int64_t> BatchEngine::schedule(const std::vector<schedule::RequestDr
   return lengths;
 }
 
+// dspark-async only: whether this step drafts at all, from the batch of two drafting steps ago.
+bool BatchEngine::drafting_pays_now() {
+  if (options_.schedule != schedule::ScheduleKind::kDsparkAsync) return true;
+  const auto old = history_.two_steps_back();
+  if (!old || steps_without_drafting_ + 1 >= kDraftProbeInterval) return true;
+  const int64_t n = static_cast<int64_t>(old->size());
+  return schedule::drafting_pays(*old, options_.step_cost->sps_for(n), options_.step_cost->sps_for(0));
+}
+
 void BatchEngine::record_acceptance(int64_t verified, int64_t accepted) {
   if (static_cast<int64_t>(slot_verified_.size()) < verified) {
     slot_verified_.resize(verified, 0.0);
@@ -191,10 +205,14 @@ std::vector<RequestOutcome> BatchEngine::step() {
     if (!a.done) (a.decoding ? decoding : prefilling).push_back(&a);
   if (!decoding.empty() || !prefilling.empty()) ++stats_.steps;
 
-  // 1. Draft: one call for every decoding request that speculates.
+  // 1. Draft: one call for every decoding request that speculates (unless dspark-async judges,
+  //    from old confidences, that drafting costs more than it brings).
   const auto t_draft = Clock::now();
   std::vector<draft::DraftBlock> blocks(decoding.size());
-  {
+  const bool draft_now = !decoding.empty() && drafter_ && drafting_pays_now();
+  steps_without_drafting_ = draft_now || decoding.empty() ? 0 : steps_without_drafting_ + 1;
+  if (draft_now) {
+    ++stats_.drafting_steps;
     std::vector<draft::DraftRequest> requests;
     std::vector<size_t> which;
     for (size_t i = 0; i < decoding.size(); ++i) {
@@ -213,8 +231,10 @@ std::vector<RequestOutcome> BatchEngine::step() {
 
   // 2. Schedule.
   const auto t_verify = Clock::now();
+  // Without drafts the lengths are all 0 and the history keeps the last drafting steps.
   const std::vector<int64_t> lengths =
-      decoding.empty() ? std::vector<int64_t>{} : schedule(drafts_for_schedule(decoding, blocks), static_cast<int64_t>(decoding.size()));
+      draft_now ? schedule(drafts_for_schedule(decoding, blocks), static_cast<int64_t>(decoding.size()))
+                : std::vector<int64_t>(decoding.size(), 0);
 
   // 3. One ragged forward: verify rows, then prefill chunks.
   model::ForwardBatch batch;

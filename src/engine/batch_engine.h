@@ -65,6 +65,7 @@ struct EngineOptions {
 
 struct EngineStats {
   int64_t steps = 0;
+  int64_t drafting_steps = 0;        // steps that called the drafter
   int64_t decode_request_steps = 0;  // sum over steps of requests verifying
   int64_t verified_drafts = 0;       // sum of l_r
   int64_t committed = 0;             // tokens committed by verify steps (bonus included)
@@ -118,6 +119,7 @@ class BatchEngine {
   std::vector<int64_t> schedule(const std::vector<schedule::RequestDraft>& batch, int64_t n_requests);
   void record_acceptance(int64_t verified, int64_t accepted);
   int64_t gamma_of(const Active& a) const;
+  bool drafting_pays_now();
 
   model::Transformer& target_;
   draft::Drafter* drafter_;
@@ -128,6 +130,7 @@ class BatchEngine {
   std::vector<Active> active_;
   int64_t next_id_ = 0;
   schedule::ConfidenceHistory history_;
+  int64_t steps_without_drafting_ = 0;  // dspark-async's gate: a probe every kDraftProbeInterval
   // Drafters without a confidence head: per-slot conditional acceptance measured so far (Laplace
   // smoothed), a non-anticipating stand-in for c_k.
   std::vector<double> slot_accepted_, slot_verified_;

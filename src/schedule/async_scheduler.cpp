@@ -4,6 +4,7 @@
 
 #include "common/error.h"
 #include "schedule/admission_path.h"
+#include "schedule/objective.h"
 #include "schedule/sync_scheduler.h"
 
 namespace dspark::schedule {
@@ -54,6 +55,18 @@ std::vector<int64_t> schedule_async(std::span<const RequestDraft> batch,
   if (!two_steps_back) return schedule_sync(batch, table);
   const int64_t k = capacity_global_search(*two_steps_back, table);
   return admit_top_k(batch, std::min(k, room_in_table(static_cast<int64_t>(batch.size()), table)));
+}
+
+bool drafting_pays(std::span<const RequestDraft> old_batch, const SpsTable& with_drafting,
+                   const SpsTable& without_drafting) {
+  std::vector<RequestDraft> informative;
+  for (const RequestDraft& r : old_batch)
+    if (n_verifiable(r) > 0) informative.push_back(r);
+  const auto n_requests = static_cast<int64_t>(informative.size());
+  if (n_requests == 0 || !with_drafting.covers(n_requests) || !without_drafting.covers(n_requests)) return true;
+  const std::vector<int64_t> lengths = admit_top_k(informative, capacity_global_search(informative, with_drafting));
+  const double plain = static_cast<double>(n_requests) * without_drafting.sps(n_requests);
+  return expected_throughput(informative, lengths, with_drafting) > plain;
 }
 
 std::vector<int64_t> schedule_retrospective(std::span<const RequestDraft> batch, const SpsTable& table) {

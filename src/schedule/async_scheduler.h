@@ -38,6 +38,16 @@ std::vector<int64_t> schedule_async(std::span<const RequestDraft> batch,
                                     std::optional<std::span<const RequestDraft>> two_steps_back,
                                     const SpsTable& table);
 
+// Whether drafting pays at all, judged on an old batch (the one two steps back): the best
+// Theta over K with the drafting cost in the table (with_drafting, at that batch's R) against
+// plain decoding, R * SPS(R) without drafting (without_drafting). Where drafting costs more than it
+// saves (a small target, a busy CPU), dspark-async then skips the drafter for the step and never
+// falls below plain decoding. Lossless for the same reason as the capacity: old information only.
+// Old requests with nothing to verify (a cap of 0 near their max tokens) carry no information and
+// are left out; with none left, drafting is assumed to pay.
+bool drafting_pays(std::span<const RequestDraft> old_batch, const SpsTable& with_drafting,
+                   const SpsTable& without_drafting);
+
 // TEST ONLY, NOT LOSSLESS: the global search run on the current confidences, then top-K. It reads
 // a_{r,j+1}, which depends on x_{r,j}, before deciding whether x_{r,j} is verified (Appendix A). It
 // exists so the losslessness tests can show they fail; never offer it to users.

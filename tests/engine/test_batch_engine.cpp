@@ -25,11 +25,12 @@ const fs::path kDSpark = fs::path(DSPARK_SOURCE_DIR) / "models/tiny-target-8l-ds
 // A jagged step cost (a cliff every 8 tokens) so the schedulers pick varied lengths: verify(B)
 // grows by per_token with B and jumps by `cliff` past every multiple of 8; drafting costs a
 // fixed share.
-engine::StepCost synthetic_cost(int64_t max_requests, int64_t gamma, double per_token = 0.04, double cliff = 0.3) {
+engine::StepCost synthetic_cost(int64_t max_requests, int64_t gamma, double per_token = 0.04, double cliff = 0.3,
+                                double draft = 0.5) {
   engine::StepCost cost;
   for (int64_t B = 1; B <= max_requests * (gamma + 1); ++B)
     cost.verify_seconds.push_back(1.0 + per_token * B + (B % 8 == 1 && B > 1 ? cliff : 0.0));
-  cost.draft_seconds.assign(max_requests, 0.5);
+  cost.draft_seconds.assign(max_requests, draft);
   cost.gamma = gamma;
   return cost;
 }
@@ -53,7 +54,9 @@ struct Fixture {
   model::Transformer target = model::Transformer::load(kModel.string(), {model::WeightDType::kF32});
   std::unique_ptr<draft::Drafter> drafter =
       draft::load_drafter("dspark", kDSpark.string(), target, {.max_slots = 32, .capacity = 512});
-  engine::StepCost cost = synthetic_cost(32, 7);
+  // Verify steps of 1 + 0.01 B with a 0.3 cliff past every multiple of 8, drafting 0.1: drafting
+  // pays at every concurrency up to 32 for this drafter.
+  engine::StepCost cost = synthetic_cost(32, 7, 0.01, 0.3, 0.1);
   std::vector<std::vector<int64_t>> prompts = chat_prompts(32);
   std::vector<std::vector<int64_t>> expected;  // greedy autoregressive output per prompt
 
@@ -90,6 +93,23 @@ TEST(BatchEngine, GreedyEqualsAutoregressiveAtEveryConcurrencyAndSchedule) {
     if (kind == ScheduleKind::kNone) EXPECT_EQ(engine.stats().verified_drafts, 0);
     if (kind == ScheduleKind::kMtp1) EXPECT_LE(engine.stats().mean_budget(), 1.0);
   }
+}
+
+// Where drafting costs far more than a verify step (here 50x), dspark-async keeps the drafter off,
+// judging from the confidences of its last drafting steps, and drafts only on its periodic probes;
+// the outputs stay the autoregressive ones.
+TEST(BatchEngine, AsyncSkipsTheDrafterWhenDraftingCostsMoreThanItSaves) {
+  torch::NoGradGuard no_grad;
+  Fixture f(24);
+  f.cost = synthetic_cost(32, 7, 0.04, 0.3, 50.0);
+  engine::BatchEngine engine = f.engine(8, ScheduleKind::kDsparkAsync);
+  std::map<int64_t, size_t> prompt_of;
+  for (size_t i = 0; i < f.prompts.size(); ++i) prompt_of[engine.submit({f.prompts[i], {.temperature = 0}, 24})] = i;
+  for (const auto& o : engine.run()) EXPECT_EQ(o.result.ids, f.expected[prompt_of[o.id]]);
+  const engine::EngineStats& st = engine.stats();
+  std::printf("[gate] %lld of %lld steps drafted\n", static_cast<long long>(st.drafting_steps), static_cast<long long>(st.steps));
+  EXPECT_GT(st.drafting_steps, 0);
+  EXPECT_LE(st.drafting_steps, st.steps / 8 + 3);  // the first two steps, then probes only
 }
 
 // Requests submitted while others run, a request cancelled mid-flight, one without speculation,
@@ -192,7 +212,7 @@ TEST_P(BatchedMonteCarloLossless, FirstThreeTokensFollowTheTarget) {
   auto drafter = draft::load_drafter("dspark", (dir / "draft").string(), target, {.max_slots = 8, .capacity = 64});
   // Cheap enough per token that the random drafter's first slots (c near 0.5) are verified and
   // its third slots mostly not.
-  const engine::StepCost cost = synthetic_cost(8, 3, 0.03, 0.02);
+  const engine::StepCost cost = synthetic_cost(8, 3, 0.03, 0.02, 0.1);
   engine::BatchEngine engine(target, drafter.get(), {.max_concurrency = 8, .max_context = 32, .gamma = 3,
                                                      .schedule = GetParam(), .step_cost = &cost});
   const std::vector<int64_t> prompt = {3, 14, 15, 9, 2, 6};

@@ -126,5 +126,21 @@ TEST(ConfidenceHistory, HandsBackTheBatchPushedTwoStepsEarlier) {
   EXPECT_FALSE(history.two_steps_back());
 }
 
+// One request with c = 0.9, 0.9: plain decoding runs at SPS 1.0 (1 token per step). With a cheap
+// drafter (steps at 0.9 of the speed) verifying both drafts gives (1 + 0.9 + 0.81) x 0.9 = 2.44
+// tokens per unit time: drafting pays. With a drafter that takes 4x a verify step (SPS 0.2 at
+// every B) the best is 2.71 x 0.2 = 0.54 < 1: it does not.
+TEST(AsyncDraftingGate, DraftsOnlyWhenTheOldBatchSaysItPays) {
+  const std::vector<RequestDraft> old = identical(1, {0.9, 0.9});
+  const SpsTable plain({1.0, 1.0, 1.0});
+  EXPECT_TRUE(drafting_pays(old, SpsTable({0.9, 0.9, 0.9}), plain));
+  EXPECT_FALSE(drafting_pays(old, SpsTable({0.2, 0.2, 0.2}), plain));
+  // Confidences near zero: nothing to gain even with free drafting beyond the anchor's token.
+  EXPECT_FALSE(drafting_pays(identical(1, {0.0, 0.0}), SpsTable({1.0, 1.0, 1.0}), plain));
+  // A request that could verify nothing says nothing: no information, so draft.
+  const std::vector<RequestDraft> capped = {RequestDraft{{0.9}, 0}};
+  EXPECT_TRUE(drafting_pays(capped, SpsTable({0.2, 0.2, 0.2}), plain));
+}
+
 }  // namespace
 }  // namespace dspark::schedule
