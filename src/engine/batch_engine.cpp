@@ -12,9 +12,11 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// While dspark-async's gate keeps the drafter off, every this many steps it drafts anyway, so the
-// confidences it judges by stay current (a step counter: no dependence on any draft).
-constexpr int64_t kDraftProbeInterval = 8;
+// While dspark-async's gate keeps the drafter off it still drafts now and then (a probe), so the
+// confidences it judges by stay current. The interval starts at 8 steps and doubles after every
+// probe that does not turn the gate on, up to 256, so where drafting never pays the probes cost
+// little; it resets when drafting pays again. Only past decisions set it: nothing depends on a draft.
+constexpr int64_t kFirstProbeInterval = 8, kMaxProbeInterval = 256;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
@@ -50,6 +52,7 @@ BatchEngine::BatchEngine(model::Transformer& target, draft::Drafter* drafter, En
                   " (run `dspark profile` with a larger --max-requests)");
   }
   for (int64_t s = options_.max_concurrency - 1; s >= 0; --s) free_draft_slots_.push_back(s);
+  probe_interval_ = kFirstProbeInterval;
 }
 
 int64_t BatchEngine::submit(EngineRequest request) {
@@ -168,9 +171,15 @@ std::vector<int64_t> BatchEngine::schedule(const std::vector<schedule::RequestDr
 bool BatchEngine::drafting_pays_now() {
   if (options_.schedule != schedule::ScheduleKind::kDsparkAsync) return true;
   const auto old = history_.two_steps_back();
-  if (!old || steps_without_drafting_ + 1 >= kDraftProbeInterval) return true;
+  if (!old) return true;
   const int64_t n = static_cast<int64_t>(old->size());
-  return schedule::drafting_pays(*old, options_.step_cost->sps_for(n), options_.step_cost->sps_for(0));
+  if (schedule::drafting_pays(*old, options_.step_cost->sps_for(n), options_.step_cost->sps_for(0))) {
+    probe_interval_ = kFirstProbeInterval;
+    return true;
+  }
+  if (steps_without_drafting_ + 1 < probe_interval_) return false;
+  probe_interval_ = std::min(2 * probe_interval_, kMaxProbeInterval);
+  return true;  // a probe
 }
 
 void BatchEngine::record_acceptance(int64_t verified, int64_t accepted) {

@@ -130,7 +130,8 @@ class BatchEngine {
   std::vector<Active> active_;
   int64_t next_id_ = 0;
   schedule::ConfidenceHistory history_;
-  int64_t steps_without_drafting_ = 0;  // dspark-async's gate: a probe every kDraftProbeInterval
+  int64_t probe_interval_ = 0;          // dspark-async's gate: steps between probes (see the .cpp)
+  int64_t steps_without_drafting_ = 0;
   // Drafters without a confidence head: per-slot conditional acceptance measured so far (Laplace
   // smoothed), a non-anticipating stand-in for c_k.
   std::vector<double> slot_accepted_, slot_verified_;
