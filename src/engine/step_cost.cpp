@@ -68,15 +68,10 @@ double median(std::vector<double> v) {
 }
 
 template <class F>
-double median_seconds(int64_t runs, F&& run) {
-  run();  // warm-up
-  std::vector<double> t;
-  for (int64_t i = 0; i < runs; ++i) {
-    const auto t0 = Clock::now();
-    run();
-    t.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
-  }
-  return median(t);
+double seconds_of(F&& run) {
+  const auto t0 = Clock::now();
+  run();
+  return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
 // Request r's share of B tokens over R requests: as even as possible, at least one each.
@@ -110,40 +105,53 @@ StepCost profile_step_cost(model::Transformer& target, draft::Drafter* drafter, 
   cost.meta = meta;
   cost.context = o.context;
   cost.gamma = o.gamma;
-  const int64_t total = max_tokens + (drafter ? o.max_requests : 0);
-  Progress progress("profile", total, "point");
-  // verify(B): the B tokens spread over as many requests as a step at gamma would have.
-  for (int64_t B = 1; B <= max_tokens; ++B) {
+  // o.runs passes over every B (and R), each point timed once per pass after one warm-up pass;
+  // the median per point. Interleaving the repeats spreads a burst of machine noise over many
+  // points' single samples instead of one point's every sample.
+  const int64_t n_points = max_tokens + (drafter ? o.max_requests : 0);
+  Progress progress("profile", (o.runs + 1) * n_points, "point");
+  std::vector<model::ForwardBatch> batches(max_tokens);
+  std::vector<std::vector<int64_t>> shares(max_tokens);
+  for (int64_t B = 1; B <= max_tokens; ++B) {  // B tokens spread over as many requests as a step at gamma has
     const int64_t R = std::min(o.max_requests, (B + o.gamma) / (o.gamma + 1));  // ceil(B / (gamma + 1))
-    const std::vector<int64_t> n_new = split_tokens(B, std::max<int64_t>(1, R));
-    model::ForwardBatch batch;
-    for (size_t r = 0; r < n_new.size(); ++r) {
-      batch.seqs.push_back({slots[r], n_new[r]});
-      for (int64_t i = 0; i < n_new[r]; ++i) {
+    shares[B - 1] = split_tokens(B, std::max<int64_t>(1, R));
+    model::ForwardBatch& batch = batches[B - 1];
+    for (size_t r = 0; r < shares[B - 1].size(); ++r) {
+      batch.seqs.push_back({slots[r], shares[B - 1][r]});
+      for (int64_t i = 0; i < shares[B - 1][r]; ++i) {
         batch.token_ids.push_back(context_ids[(r + i) % o.context]);
         batch.logit_rows.push_back(static_cast<int64_t>(batch.logit_rows.size()));
       }
     }
     batch.capture_layers = layers;
-    cost.verify_seconds.push_back(median_seconds(o.runs, [&] {
-      target.forward(cache, batch);
-      for (size_t r = 0; r < n_new.size(); ++r) cache.truncate(slots[r], o.context);
-    }));
-    progress.update(B);
   }
-  // draft(R): one batched proposal of gamma tokens for R requests with `context` committed positions.
-  if (drafter) {
-    sampling::SamplingParams params{.temperature = 1.0};
-    std::vector<sampling::Rng> rngs(o.max_requests);
+  sampling::SamplingParams params{.temperature = 1.0};
+  std::vector<sampling::Rng> rngs(o.max_requests);
+  if (drafter)
     for (int64_t r = 0; r < o.max_requests; ++r) drafter->begin(r, context_ids, context_features);
-    for (int64_t R = 1; R <= o.max_requests; ++R) {
+  std::vector<std::vector<double>> verify_samples(max_tokens), draft_samples(drafter ? o.max_requests : 0);
+  int64_t done = 0;
+  for (int64_t pass = 0; pass <= o.runs; ++pass) {  // pass 0 warms up
+    for (int64_t B = 1; B <= max_tokens; ++B) {
+      const double t = seconds_of([&] {
+        target.forward(cache, batches[B - 1]);
+        for (size_t r = 0; r < shares[B - 1].size(); ++r) cache.truncate(slots[r], o.context);
+      });
+      if (pass > 0) verify_samples[B - 1].push_back(t);
+      progress.update(++done);
+    }
+    for (int64_t R = 1; drafter && R <= o.max_requests; ++R) {
       std::vector<draft::DraftRequest> requests;
       for (int64_t r = 0; r < R; ++r) requests.push_back({r, context_ids[r % o.context], o.gamma, 0.0, &params, &rngs[r]});
-      cost.draft_seconds.push_back(median_seconds(o.runs, [&] { drafter->propose(requests); }));
-      progress.update(max_tokens + R);
+      const double t = seconds_of([&] { drafter->propose(requests); });
+      if (pass > 0) draft_samples[R - 1].push_back(t);
+      progress.update(++done);
     }
-    for (int64_t r = 0; r < o.max_requests; ++r) drafter->end(r);
   }
+  if (drafter)
+    for (int64_t r = 0; r < o.max_requests; ++r) drafter->end(r);
+  for (auto& v : verify_samples) cost.verify_seconds.push_back(median(v));
+  for (auto& v : draft_samples) cost.draft_seconds.push_back(median(v));
   progress.finish();
   return cost;
 }

@@ -39,7 +39,7 @@ struct ProfileOptions {
   int64_t max_requests = 64;   // R = 1..max_requests
   int64_t gamma = 7;           // B = 1..max_requests * (gamma + 1)
   int64_t context = 256;       // positions already cached per request, as in a running server
-  int64_t runs = 5;            // median of this many timed runs after one warm-up
+  int64_t runs = 5;            // median of this many timed passes over all points, after a warm-up pass
   bool quiet = false;          // no progress line
 };
 
