@@ -20,16 +20,6 @@ constexpr int64_t kFirstProbeInterval = 8, kMaxProbeInterval = 256;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-// The first token after the prompt, drawn as the autoregressive engine draws it.
-int64_t draw_first(const torch::Tensor& logits_row, const sampling::SamplingParams& params, sampling::Rng& rng) {
-  if (params.greedy()) {
-    const torch::Tensor row = logits_row.to(torch::kFloat32).cpu().contiguous();
-    return sampling::argmax(row.data_ptr<float>(), row.numel());
-  }
-  const torch::Tensor probs = sampling::sampling_probs(logits_row.unsqueeze(0), params).cpu().contiguous();
-  return sampling::sample_from_probs(probs.data_ptr<float>(), probs.size(1), rng);
-}
-
 }  // namespace
 
 BatchEngine::BatchEngine(model::Transformer& target, draft::Drafter* drafter, EngineOptions options)
@@ -157,14 +147,16 @@ std::vector<int64_t> BatchEngine::schedule(const std::vector<schedule::RequestDr
   schedule::ScheduleContext context;
   context.threshold = options_.threshold;
   context.two_steps_back = history_.two_steps_back();
-  std::optional<schedule::SpsTable> table;
-  if (schedule::needs_sps_table(options_.schedule)) {
-    table.emplace(options_.step_cost->sps_for(n_requests));
-    context.sps = &*table;
-  }
+  if (schedule::needs_sps_table(options_.schedule)) context.sps = &sps_table(n_requests);
   std::vector<int64_t> lengths = schedule::schedule_lengths(options_.schedule, batch, context);
   history_.push(batch);
   return lengths;
+}
+
+const schedule::SpsTable& BatchEngine::sps_table(int64_t n_requests) {
+  auto it = sps_tables_.find(n_requests);
+  if (it == sps_tables_.end()) it = sps_tables_.emplace(n_requests, options_.step_cost->sps_for(n_requests)).first;
+  return it->second;
 }
 
 // dspark-async only: whether this step drafts at all, from the batch of two drafting steps ago.
@@ -173,7 +165,7 @@ bool BatchEngine::drafting_pays_now() {
   const auto old = history_.two_steps_back();
   if (!old) return true;
   const int64_t n = static_cast<int64_t>(old->size());
-  if (schedule::drafting_pays(*old, options_.step_cost->sps_for(n), options_.step_cost->sps_for(0))) {
+  if (schedule::drafting_pays(*old, sps_table(n), sps_table(0))) {
     probe_interval_ = kFirstProbeInterval;
     return true;
   }
@@ -285,25 +277,12 @@ std::vector<RequestOutcome> BatchEngine::step() {
   const torch::Tensor features = drafter_ && !batch.token_ids.empty() ? out.captured_features() : torch::Tensor();
 
   // 4. Verify and commit each decoding request.
-  const SampledVerifier verify = options_.verifier ? options_.verifier : SampledVerifier(sampling::verify_sampled);
   for (size_t i = 0; i < decoding.size(); ++i) {
     Active& a = *decoding[i];
     const int64_t l = lengths[i];
     const std::vector<int64_t> drafts(blocks[i].tokens.begin(), blocks[i].tokens.begin() + l);
-    const torch::Tensor logits = out.logits.narrow(0, logit_begin[i], l + 1);
-    sampling::VerifyOutcome outcome;
-    if (a.request.sampling.greedy()) {
-      const torch::Tensor z = logits.to(torch::kFloat32).cpu().contiguous();
-      std::vector<int64_t> argmax(l + 1);
-      for (int64_t k = 0; k <= l; ++k) argmax[k] = sampling::argmax(z[k].data_ptr<float>(), z.size(1));
-      outcome = sampling::verify_greedy(argmax, drafts);
-    } else {
-      const torch::Tensor p = sampling::sampling_probs(logits, a.request.sampling).cpu().contiguous();
-      const torch::Tensor q = l > 0 ? blocks[i].probs.narrow(0, 0, l).to(torch::kFloat32).contiguous()
-                                    : torch::empty({0}, torch::kFloat32);
-      outcome = verify(std::span<const float>(p.data_ptr<float>(), p.numel()),
-                       std::span<const float>(q.data_ptr<float>(), q.numel()), drafts, p.size(1), a.rng);
-    }
+    const sampling::VerifyOutcome outcome = verify_drafts(out.logits.narrow(0, logit_begin[i], l + 1), drafts,
+                                                          blocks[i].probs, a.request.sampling, a.rng, options_.verifier);
     const int64_t n_acc = outcome.n_accepted;
     ++stats_.decode_request_steps;
     stats_.verified_drafts += l;
@@ -340,7 +319,7 @@ std::vector<RequestOutcome> BatchEngine::step() {
       finish(a, "length");
       continue;
     }
-    const int64_t token = draw_first(out.logits[c.logit], a.request.sampling, a.rng);
+    const int64_t token = draw_token(out.logits[c.logit], a.request.sampling, a.rng);
     emit(a, token);
     if (a.done) continue;
     a.decoding = true;

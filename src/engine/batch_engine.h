@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -120,6 +121,7 @@ class BatchEngine {
   void record_acceptance(int64_t verified, int64_t accepted);
   int64_t gamma_of(const Active& a) const;
   bool drafting_pays_now();
+  const schedule::SpsTable& sps_table(int64_t n_requests);
 
   model::Transformer& target_;
   draft::Drafter* drafter_;
@@ -130,6 +132,7 @@ class BatchEngine {
   std::vector<Active> active_;
   int64_t next_id_ = 0;
   schedule::ConfidenceHistory history_;
+  std::map<int64_t, schedule::SpsTable> sps_tables_;  // step_cost->sps_for(R), built once per R
   int64_t probe_interval_ = 0;          // dspark-async's gate: steps between probes (see the .cpp)
   int64_t steps_without_drafting_ = 0;
   // Drafters without a confidence head: per-slot conditional acceptance measured so far (Laplace

@@ -12,7 +12,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-// One token from a row of logits [vocab], as the autoregressive path draws it.
+}  // namespace
+
 int64_t draw_token(const torch::Tensor& logits_row, const sampling::SamplingParams& params, sampling::Rng& rng) {
   if (params.greedy()) {
     torch::Tensor row = logits_row.to(torch::kFloat32).cpu().contiguous();
@@ -22,7 +23,22 @@ int64_t draw_token(const torch::Tensor& logits_row, const sampling::SamplingPara
   return sampling::sample_from_probs(probs.data_ptr<float>(), probs.size(1), rng);
 }
 
-}  // namespace
+sampling::VerifyOutcome verify_drafts(const torch::Tensor& target_logits, const std::vector<int64_t>& drafts,
+                                      const torch::Tensor& draft_probs, const sampling::SamplingParams& params,
+                                      sampling::Rng& rng, const SampledVerifier& verifier) {
+  const int64_t n = static_cast<int64_t>(drafts.size());
+  if (params.greedy()) {
+    std::vector<int64_t> argmax(n + 1);
+    const torch::Tensor logits = target_logits.to(torch::kFloat32).cpu().contiguous();
+    for (int64_t i = 0; i <= n; ++i) argmax[i] = sampling::argmax(logits[i].data_ptr<float>(), logits.size(1));
+    return sampling::verify_greedy(argmax, drafts);
+  }
+  const torch::Tensor p = sampling::sampling_probs(target_logits, params).cpu().contiguous();
+  const torch::Tensor q = n > 0 ? draft_probs.narrow(0, 0, n).to(torch::kFloat32).contiguous() : torch::empty({0}, torch::kFloat32);
+  const SampledVerifier& verify = verifier ? verifier : SampledVerifier(sampling::verify_sampled);
+  return verify(std::span<const float>(p.data_ptr<float>(), p.numel()),
+                std::span<const float>(q.data_ptr<float>(), q.numel()), drafts, p.size(1), rng);
+}
 
 double SpeculativeStats::acceptance_length() const { return rounds ? double(committed) / double(rounds) : 0.0; }
 double SpeculativeStats::drafts_per_round() const { return rounds ? double(proposed) / double(rounds) : 0.0; }
@@ -111,7 +127,6 @@ SpeculativeResult generate_speculative(model::Transformer& target, draft::Drafte
   }
   drafter.begin(kDraftSlot, request.prompt_ids, first.captured_features());
 
-  const SampledVerifier verify = options.verifier ? options.verifier : SampledVerifier(sampling::verify_sampled);
   for (;;) {
     // Never verify past max_tokens: a round commits at most g + 1 tokens.
     const int64_t remaining = request.max_tokens - static_cast<int64_t>(result.ids.size());
@@ -131,18 +146,8 @@ SpeculativeResult generate_speculative(model::Transformer& target, draft::Drafte
     const int64_t start = cache.length(slot);
     model::ForwardOutput verified = target.forward(cache, {verify_ids, {{slot, g + 1}}, rows, layers, false});
 
-    sampling::VerifyOutcome outcome;
-    if (request.sampling.greedy()) {
-      std::vector<int64_t> argmax(g + 1);
-      torch::Tensor logits = verified.logits.to(torch::kFloat32).cpu().contiguous();
-      for (int64_t i = 0; i <= g; ++i) argmax[i] = sampling::argmax(logits[i].data_ptr<float>(), logits.size(1));
-      outcome = sampling::verify_greedy(argmax, block.tokens);
-    } else {
-      torch::Tensor p = sampling::sampling_probs(verified.logits, request.sampling).cpu().contiguous();
-      torch::Tensor q = g > 0 ? block.probs.to(torch::kFloat32).contiguous() : torch::empty({0}, torch::kFloat32);
-      outcome = verify(std::span<const float>(p.data_ptr<float>(), p.numel()),
-                       std::span<const float>(q.data_ptr<float>(), q.numel()), block.tokens, p.size(1), rng);
-    }
+    const sampling::VerifyOutcome outcome =
+        verify_drafts(verified.logits, block.tokens, block.probs, request.sampling, rng, options.verifier);
     stats.verify_seconds += seconds_since(t_verify);
 
     // Commit: accepted drafts, then the residual / bonus token. An accepted stop token ends the

@@ -57,6 +57,16 @@ struct SpeculativeResult {
   SpeculativeStats stats;
 };
 
+// One token from a row of target logits [vocab], as the autoregressive path draws it.
+int64_t draw_token(const torch::Tensor& logits_row, const sampling::SamplingParams& params, sampling::Rng& rng);
+
+// Verifies drafts [n] against the target's logits [n + 1, vocab] (rows anchor..last draft):
+// greedy matching at T = 0, else rejection sampling with q = the first n rows of draft_probs
+// [>= n, vocab] through `verifier` (empty: sampling::verify_sampled).
+sampling::VerifyOutcome verify_drafts(const torch::Tensor& target_logits, const std::vector<int64_t>& drafts,
+                                      const torch::Tensor& draft_probs, const sampling::SamplingParams& params,
+                                      sampling::Rng& rng, const SampledVerifier& verifier);
+
 // on_token is called with (0, token) as tokens are committed, stop tokens excluded.
 SpeculativeResult generate_speculative(model::Transformer& target, draft::Drafter& drafter,
                                        const GenerationRequest& request, const SpeculativeOptions& options,
