@@ -1,11 +1,15 @@
 #include "sampling/sampling.h"
 
+#include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <string>
+#include <vector>
 
 #include <torch/torch.h>
 
 #include "common/error.h"
+#include "model/kernels/softmax_row.h"
 
 namespace dspark::sampling {
 
@@ -32,7 +36,7 @@ at::Tensor top_p_mask(const at::Tensor& probs, double top_p) {  // probs [n, voc
 
 }  // namespace
 
-at::Tensor sampling_probs(const at::Tensor& logits, const SamplingParams& params) {
+at::Tensor sampling_probs_tensor_ops(const at::Tensor& logits, const SamplingParams& params) {
   at::Tensor x = logits.to(torch::kFloat32);
   if (x.dim() == 1) x = x.unsqueeze(0);
   if (params.greedy()) {
@@ -54,18 +58,118 @@ at::Tensor sampling_probs(const at::Tensor& logits, const SamplingParams& params
   return probs / probs.sum(-1, /*keepdim=*/true);
 }
 
+namespace {
+
+// The top-p cut on probabilities p[0..n): zeroes every token outside the smallest set of most
+// likely tokens whose mass reaches top_p (the crossing token is kept; ties go to the lower id).
+// Sorting a 150k vocabulary per row would dominate a drafter's slot, so it sorts the top k
+// candidates only, widening k until the kept set closes inside it.
+void apply_top_p(float* p, int64_t n, double top_p) {
+  std::vector<int64_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  auto more_likely = [p](int64_t a, int64_t b) { return p[a] > p[b] || (p[a] == p[b] && a < b); };
+  for (int64_t k = std::min<int64_t>(n, 256);; k = std::min(n, k * 4)) {
+    std::partial_sort(order.begin(), order.begin() + k, order.end(), more_likely);
+    double mass_before = 0.0;
+    int64_t kept = -1;
+    for (int64_t i = 0; i < k; ++i) {
+      if (!(mass_before < top_p)) {
+        kept = i;
+        break;
+      }
+      mass_before += p[order[i]];
+    }
+    if (kept < 0 && k < n) continue;  // the cut lies beyond the sorted prefix: widen it
+    for (int64_t i = kept < 0 ? k : kept; i < n; ++i) p[order[i]] = 0.0f;
+    return;
+  }
+}
+
+}  // namespace
+
+void sampling_probs_row(const float* logits, int64_t n, const SamplingParams& params, float* probs) {
+  if (params.greedy()) {
+    const int64_t best = argmax(logits, n);
+    std::fill(probs, probs + n, 0.0f);
+    probs[best] = 1.0f;
+    return;
+  }
+  const float temperature = static_cast<float>(params.temperature);
+  if (temperature != 1.0f) {
+    for (int64_t i = 0; i < n; ++i) probs[i] = logits[i] / temperature;
+  } else if (probs != logits) {
+    std::copy_n(logits, n, probs);
+  }
+  if (params.top_k > 0 && params.top_k < n) {
+    std::vector<float> values(probs, probs + n);
+    std::nth_element(values.begin(), values.begin() + (params.top_k - 1), values.end(), std::greater<float>());
+    const float kth = values[params.top_k - 1];
+    for (int64_t i = 0; i < n; ++i)
+      if (probs[i] < kth) probs[i] = -INFINITY;
+  }
+  kernels::softmax_row(probs, n, probs);
+  if (params.top_p >= 1.0 && params.min_p <= 0.0) return;
+  if (params.top_p < 1.0) apply_top_p(probs, n, params.top_p);
+  if (params.min_p > 0.0) {
+    float p_max = 0.0f;
+    for (int64_t i = 0; i < n; ++i) p_max = std::max(p_max, probs[i]);
+    const float floor = static_cast<float>(params.min_p) * p_max;
+    for (int64_t i = 0; i < n; ++i)
+      if (probs[i] < floor) probs[i] = 0.0f;
+  }
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum += probs[i];
+  const float inv = static_cast<float>(1.0 / sum);
+  for (int64_t i = 0; i < n; ++i) probs[i] *= inv;
+}
+
+at::Tensor sampling_probs(const at::Tensor& logits, const SamplingParams& params) {
+  if (!logits.is_cpu()) return sampling_probs_tensor_ops(logits, params);
+  const at::Tensor x = (logits.dim() == 1 ? logits.unsqueeze(0) : logits).to(torch::kFloat32).contiguous();
+  at::Tensor probs = torch::empty_like(x);
+  const int64_t n_rows = x.size(0), n_vocab = x.size(1);
+  const float* in = x.data_ptr<float>();
+  float* out = probs.data_ptr<float>();
+  at::parallel_for(0, n_rows, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) sampling_probs_row(in + r * n_vocab, n_vocab, params, out + r * n_vocab);
+  });
+  return probs;
+}
+
 int64_t sample_from_probs(const float* probs, int64_t n_vocab, Rng& rng) {
+  // Blocks of 16: the block sums have independent additions (the compiler pipelines them), and
+  // only the block holding the draw is scanned token by token.
+  constexpr int64_t kBlock = 16;
+  auto block_sum = [&](int64_t begin) {
+    const int64_t end = std::min(begin + kBlock, n_vocab);
+    double s = 0.0;
+    for (int64_t i = begin; i < end; ++i) s += probs[i];
+    return s;
+  };
   double total = 0.0;
-  for (int64_t i = 0; i < n_vocab; ++i) total += probs[i];
+  for (int64_t b = 0; b < n_vocab; b += kBlock) total += block_sum(b);
   DSPARK_ASSERT(total > 0.0);
   const double target = rng.uniform() * total;
   double cumulative = 0.0;
   int64_t last_nonzero = -1;
-  for (int64_t i = 0; i < n_vocab; ++i) {
-    if (probs[i] <= 0.0f) continue;
-    cumulative += probs[i];
-    last_nonzero = i;
-    if (target < cumulative) return i;
+  for (int64_t b = 0; b < n_vocab; b += kBlock) {
+    const double s = block_sum(b);
+    if (s <= 0.0) continue;
+    if (cumulative + s <= target) {
+      cumulative += s;
+      for (int64_t i = std::min(b + kBlock, n_vocab) - 1; i >= b; --i)
+        if (probs[i] > 0.0f) {
+          last_nonzero = i;
+          break;
+        }
+      continue;
+    }
+    for (int64_t i = b; i < std::min(b + kBlock, n_vocab); ++i) {
+      if (probs[i] <= 0.0f) continue;
+      cumulative += probs[i];
+      last_nonzero = i;
+      if (target < cumulative) return i;
+    }
   }
   return last_nonzero;  // rounding left target just above the sum: take the last possible token
 }

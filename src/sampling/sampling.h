@@ -27,7 +27,19 @@ void check_sampling_params(const SamplingParams& params);
 // the exact distribution that sample_from_probs draws from. Order: temperature, top-k, top-p,
 // min-p, renormalise (as in Hugging Face and vLLM). Greedy gives one-hot rows at the argmax (first
 // index on ties).
+// On the CPU every row goes through sampling_probs_row, so a drafter that calls the row version
+// directly draws from exactly the transform the verifier applies to the target.
 at::Tensor sampling_probs(const at::Tensor& logits, const SamplingParams& params);
+
+// The same transform on one CPU row, without libtorch: the drafters' serial loops call it once per
+// slot, where per-op dispatch would cost more than the arithmetic.
+void sampling_probs_row(const float* logits,  // [n_vocab]
+                        int64_t n_vocab, const SamplingParams& params,
+                        float* probs);        // [n_vocab] out (may alias logits)
+
+// The transform in libtorch ops: what sampling_probs runs on other devices. Exposed so tests can
+// hold it to the CPU row version.
+at::Tensor sampling_probs_tensor_ops(const at::Tensor& logits, const SamplingParams& params);
 
 // probs: [vocab] on the CPU, f32, summing to ~1. Inverse-CDF draw with one uniform from rng.
 // Zero-probability tokens are never returned.

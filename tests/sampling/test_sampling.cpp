@@ -71,6 +71,51 @@ TEST(SamplingProbs, GreedyIsOneHotAtTheFirstMaximum) {
   EXPECT_EQ(p, (std::vector<float>{0, 1, 0, 0}));
 }
 
+// The CPU row version (what drafters and the CPU verifier use) against the libtorch version (what
+// other devices use) on random logits over a 5000-token vocabulary, every filter alone and
+// together: the same support, probabilities within 1e-6. A filter applied in another order or
+// off by one token changes the support or moves mass by far more.
+TEST(SamplingProbs, RowVersionMatchesTheTensorOps) {
+  torch::manual_seed(3);
+  const torch::Tensor logits = torch::randn({6, 5000}) * 3.0;
+  auto params_with = [](double t, int64_t k, double p, double m) {
+    SamplingParams s;
+    s.temperature = t;
+    s.top_k = k;
+    s.top_p = p;
+    s.min_p = m;
+    return s;
+  };
+  for (const SamplingParams& params : {params_with(1.0, 0, 1.0, 0.0), params_with(0.7, 0, 1.0, 0.0),
+                                       params_with(1.0, 40, 1.0, 0.0), params_with(1.0, 0, 0.9, 0.0),
+                                       params_with(1.3, 0, 0.999, 0.0), params_with(1.0, 0, 1.0, 0.05),
+                                       params_with(0.8, 200, 0.95, 0.01), params_with(0.0, 0, 1.0, 0.0)}) {
+    SCOPED_TRACE("T=" + std::to_string(params.temperature) + " k=" + std::to_string(params.top_k) +
+                 " p=" + std::to_string(params.top_p) + " min_p=" + std::to_string(params.min_p));
+    const torch::Tensor want = sampling_probs_tensor_ops(logits, params);
+    const torch::Tensor got = sampling_probs(logits, params);
+    EXPECT_TRUE(torch::equal(got > 0, want > 0)) << "support differs";
+    EXPECT_LT((got - want).abs().max().item<float>(), 1e-6);
+    std::vector<float> one_row(5000);
+    sampling_probs_row(logits[2].contiguous().data_ptr<float>(), 5000, params, one_row.data());
+    EXPECT_TRUE(torch::equal(torch::from_blob(one_row.data(), {5000}), got[2])) << "row call differs from batch";
+  }
+}
+
+// top_p = 0.999 over nearly flat logits keeps thousands of tokens: the partial sort must widen
+// past its first 256 candidates and still cut at the right token.
+TEST(SamplingProbs, TopPCutBeyondTheFirstCandidates) {
+  const torch::Tensor logits = torch::linspace(0.0, 1.0, 4000).unsqueeze(0);
+  SamplingParams params;
+  params.top_p = 0.999;
+  const torch::Tensor want = sampling_probs_tensor_ops(logits, params);
+  const torch::Tensor got = sampling_probs(logits, params);
+  const int64_t kept = (got > 0).sum().item<int64_t>();
+  EXPECT_GT(kept, 1000);
+  EXPECT_LT(kept, 4000);
+  EXPECT_TRUE(torch::equal(got > 0, want > 0));
+}
+
 TEST(SamplingParamsCheck, RejectsBadValues) {
   SamplingParams params;
   params.top_p = 0;

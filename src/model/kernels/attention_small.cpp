@@ -50,6 +50,7 @@ HeadGroupTask make_task(const float* q, float* out, const AttentionSeq& seq, int
   t.group = group;
   t.n_new = seq.n_new;
   t.n_past = seq.n_past;
+  t.causal = seq.causal;
   t.k = seq.k + kv_offset;
   t.v = seq.v + kv_offset;
   t.head_dim = s.head_dim;

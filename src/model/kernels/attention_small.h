@@ -14,11 +14,13 @@ struct AttentionSeq {
   const float* v;       // [n_kv_heads, capacity, head_dim]
   int64_t n_past;       // cached positions before this step's new tokens
   int64_t token_begin;  // index of this sequence's first new token in the flattened q/out rows
-  int64_t n_new;        // new tokens of this sequence (query i sits at position n_past + i, causal)
+  int64_t n_new;        // new tokens of this sequence (query i sits at position n_past + i)
+  bool causal = true;   // false: every new token sees all n_past + n_new positions (a drafter's
+                        // block, whose slots attend to each other both ways)
 };
 
 // Query head h reads kv head h / (n_heads / n_kv_heads); new token i of a sequence attends to its
-// positions 0 .. n_past + i. Rows of out not covered by any sequence are left untouched.
+// positions 0 .. n_past + i (causal) or 0 .. n_past + n_new - 1 (not). Rows of out not covered by any sequence are left untouched.
 void attention_small(const float* q,            // [n_tokens, n_heads, head_dim], already rotated
                      const AttentionSeq* seqs,  // [n_seqs]
                      int64_t n_seqs, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,

@@ -1,34 +1,9 @@
 // attention_small in portable C++: one float per "register", so any head_dim works. The fallback
 // for CPUs without AVX2 and for head_dim the SIMD variants do not handle.
-#include <algorithm>
-#include <cmath>
-
 #include "model/kernels/attention_small_variants.h"
+#include "model/kernels/simd_generic.h"
 
 namespace dspark::kernels::attention_small_detail {
-namespace {
-
-struct Scalar {
-  using Reg = float;
-  static constexpr int kWidth = 1;
-  static constexpr int kMaxRowRegs = 0;
-  static constexpr int kAccumulators = 8;
-  static Reg zero() { return 0.0f; }
-  static Reg load(const float* p) { return *p; }
-  static void store(float* p, Reg v) { *p = v; }
-  static Reg broadcast(float x) { return x; }
-  static Reg add(Reg a, Reg b) { return a + b; }
-  static Reg sub(Reg a, Reg b) { return a - b; }
-  static Reg mul(Reg a, Reg b) { return a * b; }
-  static Reg fmadd(Reg a, Reg b, Reg c) { return a * b + c; }
-  static Reg max(Reg a, Reg b) { return std::max(a, b); }
-  static float reduce_add(Reg v) { return v; }
-  static float reduce_max(Reg v) { return v; }
-  static Reg exp(Reg x) { return std::exp(x); }
-  static Reg sum_each(const Reg (&acc)[kWidth]) { return acc[0]; }
-};
-
-}  // namespace
 
 void attend_generic(const HeadGroupTask& task) { HeadGroupAttention<Scalar>::run(task); }
 

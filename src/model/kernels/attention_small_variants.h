@@ -1,16 +1,16 @@
 // Internal to attention_small: one task (a sequence's new tokens against one kv head), the
 // per-ISA variants that run it, and the algorithm they share.
 //
-// The ISA files instantiate HeadGroupAttention with a SIMD policy from their anonymous namespace,
-// so every instantiation has internal linkage and the linker cannot swap an AVX-512 copy into a
-// generic caller.
+// The ISA files instantiate HeadGroupAttention with a SIMD policy (simd_*.h) from an anonymous
+// namespace, so every instantiation has internal linkage and the linker cannot swap an AVX-512
+// copy into a generic caller.
 #pragma once
 #include <cstdint>
 
 namespace dspark::kernels::attention_small_detail {
 
 // Rows of a task: row r is new token r / group of the sequence, query head r % group of the kv
-// head's group. Row r attends to keys 0 .. n_past + r / group.
+// head's group. Row r attends to keys 0 .. n_past + r / group (causal) or all n_past + n_new.
 struct HeadGroupTask {
   const float* q;        // row r at q + (r / group) * token_stride + (r % group) * head_dim
   float* out;            // same layout as q
@@ -18,6 +18,7 @@ struct HeadGroupTask {
   int64_t group;         // query heads per kv head
   int64_t n_new;
   int64_t n_past;
+  bool causal;     // false: every row sees all n_past + n_new keys
   const float* k;  // [n_past + n_new, head_dim] of this kv head
   const float* v;  // [n_past + n_new, head_dim]
   int64_t head_dim;
@@ -162,7 +163,7 @@ struct HeadGroupAttention {
     constexpr float kHidden = -__builtin_huge_valf();
     for (int64_t r = 0; r < rows(t); ++r) {
       float* s = t.scores + r * t.scores_stride;
-      const int64_t visible = t.n_past + r / t.group + 1;
+      const int64_t visible = t.causal ? t.n_past + r / t.group + 1 : t.n_past + t.n_new;
       for (int64_t j = visible; j < t.scores_stride; ++j) s[j] = kHidden;
       Reg max_reg = V::broadcast(kHidden);
       for (int64_t j = 0; j < t.scores_stride; j += W) max_reg = V::max(max_reg, V::load(s + j));

@@ -27,6 +27,7 @@ constexpr double kTolerance = 1e-5;
 
 struct SeqSpec {
   int64_t n_past, token_begin, n_new;
+  bool causal = true;
 };
 
 struct Case {
@@ -68,7 +69,8 @@ std::vector<double> reference(const Case& c, const Data& d) {
   for (size_t s = 0; s < c.seqs.size(); ++s) {
     const SeqSpec& seq = c.seqs[s];
     for (int64_t i = 0; i < seq.n_new; ++i) {
-      const int64_t token = seq.token_begin + i, visible = seq.n_past + i + 1;
+      const int64_t token = seq.token_begin + i;
+      const int64_t visible = seq.causal ? seq.n_past + i + 1 : seq.n_past + seq.n_new;
       for (int64_t h = 0; h < c.n_heads; ++h) {
         const float* q = d.q.data() + (token * c.n_heads + h) * hd;
         const float* k = d.k[s].data() + (h / group) * c.capacity * hd;
@@ -97,7 +99,8 @@ std::vector<float> run(const Case& c, const Data& d) {
   std::vector<AttentionSeq> seqs;
   for (size_t s = 0; s < c.seqs.size(); ++s) {
     seqs.push_back(
-        {d.k[s].data(), d.v[s].data(), c.seqs[s].n_past, c.seqs[s].token_begin, c.seqs[s].n_new});
+        {d.k[s].data(), d.v[s].data(), c.seqs[s].n_past, c.seqs[s].token_begin, c.seqs[s].n_new,
+         c.seqs[s].causal});
   }
   std::vector<float> out(d.q.size(), std::nanf(""));
   attention_small(d.q.data(), seqs.data(), static_cast<int64_t>(seqs.size()), c.n_heads,
@@ -146,6 +149,13 @@ TEST(AttentionSmall, RaggedBatchesAcrossHeadSizesAndGqaRatios) {
       check_all_isas({n_heads, n_kv_heads, head_dim, 400, 30, ragged(), 3.0f}, seed += 100);
     }
   }
+}
+
+// A drafter's block: its 7 slots see each other both ways. Mixed with causal sequences in one call,
+// so a flag leaking from one sequence to another shows.
+TEST(AttentionSmall, NonCausalBlocksBesideCausalSequences) {
+  const std::vector<SeqSpec> seqs = {{256, 0, 7, false}, {37, 7, 8, true}, {0, 15, 7, false}, {100, 22, 1, false}};
+  for (int64_t head_dim : {64, 24}) check_all_isas({4, 2, head_dim, 400, 23, seqs, 3.0f}, 31 + head_dim);
 }
 
 TEST(AttentionSmall, SingleDecodeTokenLongCache) {
