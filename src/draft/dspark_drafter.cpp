@@ -7,6 +7,7 @@
 #include "common/error.h"
 #include "common/json_file.h"
 #include "model/kernels/linear_small.h"
+#include "model/kernels/row_ops.h"
 #include "model/safetensors.h"
 
 namespace dspark::draft {
@@ -139,8 +140,6 @@ void DSparkDrafter::end(int64_t slot) {
 torch::Tensor DSparkDrafter::backbone(const std::vector<DraftRequest>& requests) {
   const model::ModelConfig& c = config_.backbone;
   const int64_t n_req = static_cast<int64_t>(requests.size()), block = config_.block_size;
-  const int64_t q_dim = c.n_heads * c.head_dim, kv_dim = c.n_kv_heads * c.head_dim, group = c.n_heads / c.n_kv_heads;
-  const double scale = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
   auto long_opts = torch::TensorOptions().dtype(torch::kLong);
 
   // Context rows (pending target features) and block rows, with their positions.
@@ -155,7 +154,7 @@ torch::Tensor DSparkDrafter::backbone(const std::vector<DraftRequest>& requests)
       n_context[r] += t.size(0);
     }
     DSPARK_ASSERT(cached + n_context[r] == s.start);
-    cache_.check_room(requests[r].slot, n_context[r]);
+    cache_.check_room(requests[r].slot, n_context[r] + block);
     if (s.start + block > c.max_position_embeddings && c.max_position_embeddings > 0)
       throw Error("drafter: position " + std::to_string(s.start + block) + " beyond max_position_embeddings");
     for (int64_t p = cached; p < s.start; ++p) context_pos.push_back(p);
@@ -168,15 +167,86 @@ torch::Tensor DSparkDrafter::backbone(const std::vector<DraftRequest>& requests)
   torch::Tensor context;  // [n_ctx, hidden]: hidden_norm(fc(features)), shared by every layer
   if (!context_parts.empty())
     context = model::rms_norm(fc_.forward(torch::cat(context_parts).to(device)), hidden_norm_, c.rms_norm_eps);
-  auto [cos_c, sin_c] = rope_.cos_sin(torch::tensor(context_pos, long_opts).to(device));
-  auto [cos_b, sin_b] = rope_.cos_sin(torch::tensor(block_pos, long_opts).to(device));
   torch::Tensor x = embed_.index_select(0, torch::tensor(block_ids, long_opts).to(device)).to(torch::kFloat32);
+  const torch::Tensor context_positions = torch::tensor(context_pos, long_opts).to(device);
+  const torch::Tensor block_positions = torch::tensor(block_pos, long_opts).to(device);
+  if (device.is_cpu())
+    layers_rows(requests, n_context, context, context_positions, block_positions, x);
+  else
+    layers_tensor_ops(requests, n_context, context, context_positions, block_positions, x);
+  for (int64_t r = 0; r < n_req; ++r) {
+    cache_.commit(requests[r].slot, n_context[r]);
+    slots_[requests[r].slot].pending.clear();
+  }
+  return model::rms_norm(x, norm_, c.rms_norm_eps);
+}
 
+void DSparkDrafter::layers_rows(const std::vector<DraftRequest>& requests, const std::vector<int64_t>& n_context,
+                                const torch::Tensor& context, const torch::Tensor& context_pos,
+                                const torch::Tensor& block_pos, torch::Tensor& x) {
+  const model::ModelConfig& c = config_.backbone;
+  const int64_t n_req = static_cast<int64_t>(requests.size()), block = config_.block_size;
+  const int64_t q_dim = c.n_heads * c.head_dim, kv_dim = c.n_kv_heads * c.head_dim;
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  auto cos_sin_rows = [&](const torch::Tensor& positions) {
+    auto [cos, sin] = rope_.cos_sin(positions);
+    return std::pair{cos.view({-1, c.head_dim}).contiguous(), sin.view({-1, c.head_dim}).contiguous()};
+  };
+  const auto [cos_c, sin_c] = cos_sin_rows(context_pos);
+  const auto [cos_b, sin_b] = cos_sin_rows(block_pos);
+  x = x.contiguous();
+  // Blocks go through the layers a few requests at a time, so each group stays on the streaming
+  // kernels (<= kSmallBatchRows rows); requests do not interact in the backbone.
+  const int64_t per_group = std::max<int64_t>(1, model::kSmallBatchRows / block);
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    const model::DecoderLayer& layer = layers_[l];
+    if (context.defined()) {
+      // Context rows enter as keys/values only: k_proj / v_proj on the projected features (no
+      // input norm), k_norm on the keys, RoPE at their own positions.
+      const model::Linear kv_proj{layer.qkv.weight.narrow(0, q_dim, 2 * kv_dim),
+                                  layer.qkv.bias.defined() ? layer.qkv.bias.narrow(0, q_dim, 2 * kv_dim) : torch::Tensor()};
+      torch::Tensor kv = kv_proj.forward(context).contiguous();  // [n_ctx, 2 kv_dim]
+      float* kv_p = kv.data_ptr<float>();
+      kernels::norm_rope_heads(kv_p, kv.size(0), 2 * kv_dim, c.n_kv_heads, c.head_dim,
+                               c.qk_norm ? layer.k_norm.data_ptr<float>() : nullptr, eps, cos_c.data_ptr<float>(),
+                               sin_c.data_ptr<float>());
+      int64_t row = 0;
+      for (int64_t r = 0; r < n_req; ++r) {
+        const int64_t slot = requests[r].slot;
+        model::write_kv_rows(cache_, l, slot, cache_.length(slot), n_context[r], kv_p + row * 2 * kv_dim,
+                             kv_p + row * 2 * kv_dim + kv_dim, 2 * kv_dim);
+        row += n_context[r];
+      }
+    }
+    for (int64_t first = 0; first < n_req; first += per_group) {
+      const int64_t n = std::min(per_group, n_req - first);
+      // Block queries see every committed position (all strictly before the anchor) and the
+      // whole block, unmasked; the block's own keys land past the committed length and are
+      // overwritten by the next call.
+      std::vector<model::RowsSeq> seqs;
+      for (int64_t r = first; r < first + n; ++r) {
+        const int64_t slot = requests[r].slot;
+        seqs.push_back({slot, cache_.length(slot) + n_context[r], block, /*causal=*/false});
+      }
+      torch::Tensor rows = x.narrow(0, first * block, n * block);
+      model::decoder_layer_rows(layer, c, cache_, l, seqs, cos_b.narrow(0, first * block, n * block),
+                                sin_b.narrow(0, first * block, n * block), rows);
+    }
+  }
+}
+
+void DSparkDrafter::layers_tensor_ops(const std::vector<DraftRequest>& requests, const std::vector<int64_t>& n_context,
+                                      const torch::Tensor& context, const torch::Tensor& context_pos,
+                                      const torch::Tensor& block_pos, torch::Tensor& x) {
+  const model::ModelConfig& c = config_.backbone;
+  const int64_t n_req = static_cast<int64_t>(requests.size()), block = config_.block_size;
+  const int64_t q_dim = c.n_heads * c.head_dim, kv_dim = c.n_kv_heads * c.head_dim, group = c.n_heads / c.n_kv_heads;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
+  auto [cos_c, sin_c] = rope_.cos_sin(context_pos);
+  auto [cos_b, sin_b] = rope_.cos_sin(block_pos);
   for (int64_t l = 0; l < c.n_layers; ++l) {
     const model::DecoderLayer& layer = layers_[l];
     auto [q, k_block, v_block] = model::attention_inputs(layer, c, x, cos_b, sin_b);  // [R*B, heads, hd]
-    // Context rows enter as keys/values only: k_proj / v_proj on the projected features (no
-    // input norm), k_norm on the keys, RoPE at their own positions.
     torch::Tensor k_ctx, v_ctx;
     if (context.defined()) {
       model::Linear kv{layer.qkv.weight.narrow(0, q_dim, 2 * kv_dim),
@@ -198,8 +268,6 @@ torch::Tensor DSparkDrafter::backbone(const std::vector<DraftRequest>& requests)
         values.narrow(1, cached, n_context[r]).copy_(v_ctx.narrow(0, ctx_begin, n_context[r]).permute({1, 0, 2}));
       }
       ctx_begin += n_context[r];
-      // Block queries see every committed position (all strictly before the anchor) and the whole
-      // block, unmasked.
       torch::Tensor k_all = torch::cat({keys.narrow(1, 0, start), k_block.narrow(0, r * block, block).permute({1, 0, 2})}, 1);
       torch::Tensor v_all = torch::cat({values.narrow(1, 0, start), v_block.narrow(0, r * block, block).permute({1, 0, 2})}, 1);
       torch::Tensor qr = q.narrow(0, r * block, block).reshape({block, c.n_kv_heads, group, c.head_dim}).permute({1, 2, 0, 3});
@@ -209,13 +277,7 @@ torch::Tensor DSparkDrafter::backbone(const std::vector<DraftRequest>& requests)
     }
     x = model::layer_output(layer, c, x, attn);
   }
-  for (int64_t r = 0; r < n_req; ++r) {
-    cache_.commit(requests[r].slot, n_context[r]);
-    slots_[requests[r].slot].pending.clear();
-  }
-  return model::rms_norm(x, norm_, c.rms_norm_eps);
 }
-
 torch::Tensor DSparkDrafter::markov_bias(const torch::Tensor& w1, const torch::Tensor& hidden,
                                          torch::Tensor& rnn_state) const {
   if (config_.markov_head != MarkovHead::kRnn) return markov_w2_.forward(w1);  // W2 W1[x_prev]
@@ -276,12 +338,17 @@ std::vector<DraftBlock> DSparkDrafter::propose(const std::vector<DraftRequest>& 
   torch::Tensor rnn_state = markov ? torch::zeros({n_req, config_.markov_rank}, hidden.options()) : torch::Tensor();
   std::vector<int64_t> prev(n_req);
   std::vector<bool> open(n_req, true);
-  std::vector<std::vector<torch::Tensor>> q_rows(n_req), z_rows(n_req);
-  for (int64_t r = 0; r < n_req; ++r) prev[r] = requests[r].anchor;
+  std::vector<torch::Tensor> probs(n_req);  // [gamma, vocab] each: q_k rows as they are drawn
+  std::vector<std::vector<torch::Tensor>> z_rows(n_req);
+  for (int64_t r = 0; r < n_req; ++r) {
+    prev[r] = requests[r].anchor;
+    if (requests[r].gamma > 0) probs[r] = torch::empty({requests[r].gamma, vocab});
+  }
 
   for (int64_t k = 0; k < block; ++k) {
     const torch::Tensor logits = slot_logits.select(1, k);  // [R, vocab] U_k, then Z_k
     if (markov) add_markov_bias(logits, prev, slot_hidden.select(1, k), rnn_state);
+    const torch::Tensor host_logits = logits.is_cpu() ? logits : logits.cpu().contiguous();
     for (int64_t r = 0; r < n_req; ++r) {
       const DraftRequest& req = requests[r];
       if (!open[r] || k >= req.gamma) continue;
@@ -297,17 +364,16 @@ std::vector<DraftBlock> DSparkDrafter::propose(const std::vector<DraftRequest>& 
         }
         blocks[r].confidence.push_back(c_k);
       }
-      torch::Tensor q = sampling::sampling_probs(logits.narrow(0, r, 1), *req.sampling).cpu().contiguous().view({-1});
-      const int64_t token = req.sampling->greedy() ? sampling::argmax(q.data_ptr<float>(), q.size(0))
-                                                   : sampling::sample_from_probs(q.data_ptr<float>(), q.size(0), *req.rng);
+      float* q = probs[r].data_ptr<float>() + static_cast<int64_t>(blocks[r].tokens.size()) * vocab;
+      sampling::sampling_probs_row(host_logits.data_ptr<float>() + r * host_logits.stride(0), vocab, *req.sampling, q);
+      const int64_t token = req.sampling->greedy() ? sampling::argmax(q, vocab) : sampling::sample_from_probs(q, vocab, *req.rng);
       blocks[r].tokens.push_back(token);
-      q_rows[r].push_back(q);
-      if (req.return_logits) z_rows[r].push_back(logits[r].cpu());
+      if (req.return_logits) z_rows[r].push_back(host_logits[r].clone());
       prev[r] = token;
     }
   }
   for (int64_t r = 0; r < n_req; ++r) {
-    if (!q_rows[r].empty()) blocks[r].probs = torch::stack(q_rows[r]);
+    if (!blocks[r].tokens.empty()) blocks[r].probs = probs[r].narrow(0, 0, static_cast<int64_t>(blocks[r].tokens.size()));
     if (!z_rows[r].empty()) blocks[r].logits = torch::stack(z_rows[r]);
     if (tracing_) {
       BlockTrace trace;

@@ -81,6 +81,16 @@ class DSparkDrafter : public Drafter {
   // Backbone over the requests' pending context and blocks: returns h [n_req * block_size, hidden]
   // and commits the context rows' keys/values to the draft cache.
   torch::Tensor backbone(const std::vector<DraftRequest>& requests);
+  // The backbone's layers over the block rows x [n_req * block_size, hidden] (updated), after
+  // the context rows' keys/values ([n_ctx, hidden] projected features, n_context[r] rows each) are
+  // written to the draft cache. CPU: the target's rows path (decoder_layer_rows), blocks as
+  // non-causal sequences; other devices: libtorch ops.
+  void layers_rows(const std::vector<DraftRequest>& requests, const std::vector<int64_t>& n_context,
+                   const torch::Tensor& context, const torch::Tensor& context_pos, const torch::Tensor& block_pos,
+                   torch::Tensor& x);
+  void layers_tensor_ops(const std::vector<DraftRequest>& requests, const std::vector<int64_t>& n_context,
+                         const torch::Tensor& context, const torch::Tensor& context_pos,
+                         const torch::Tensor& block_pos, torch::Tensor& x);
   // Markov bias [n, vocab] from the previous tokens' W1 rows [n, r] (and, for the RNN head, the
   // slot's h [n, hidden] and the carried state [n, r], updated in place).
   // logits += the Markov bias for the requests' previous tokens, in place: U_k becomes Z_k.

@@ -223,14 +223,28 @@ torch::Tensor Transformer::layer_forward(int64_t l, const torch::Tensor& x, cons
   return layer_output(layers_[l], config_, x, attention(q, cache, l, batch, n_past));
 }
 
-void Transformer::layer_forward_rows(int64_t l, torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
-                                     KvCache& cache, const ForwardBatch& batch,
-                                     const std::vector<int64_t>& n_past) const {
-  const ModelConfig& c = config_;
-  const DecoderLayer& layer = layers_[l];
+void write_kv_rows(KvCache& cache, int64_t l, int64_t slot, int64_t first_position, int64_t n, const float* keys,
+                   const float* values, int64_t row_stride) {
+  const KvCacheShape& shape = cache.shape();
+  const int64_t hd = shape.head_dim;
+  float* k_cache = cache.keys(l).data_ptr<float>();
+  float* v_cache = cache.values(l).data_ptr<float>();
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t g = 0; g < shape.n_kv_heads; ++g) {
+      const int64_t dst = ((slot * shape.n_kv_heads + g) * shape.capacity + first_position + i) * hd;
+      std::memcpy(k_cache + dst, keys + i * row_stride + g * hd, hd * sizeof(float));
+      std::memcpy(v_cache + dst, values + i * row_stride + g * hd, hd * sizeof(float));
+    }
+  }
+}
+
+void decoder_layer_rows(const DecoderLayer& layer, const ModelConfig& c, KvCache& cache, int64_t l,
+                        const std::vector<RowsSeq>& seqs, const torch::Tensor& cos, const torch::Tensor& sin,
+                        torch::Tensor& x) {
   const int64_t n = x.size(0), hidden = c.hidden_size, hd = c.head_dim;
   const int64_t q_dim = c.n_heads * hd, kv_dim = c.n_kv_heads * hd, qkv_dim = q_dim + 2 * kv_dim;
   const float eps = static_cast<float>(c.rms_norm_eps);
+  DSPARK_ASSERT(x.is_cpu() && x.is_contiguous() && n <= kSmallBatchRows);
   float* xp = x.data_ptr<float>();
 
   torch::Tensor h = torch::empty_like(x);
@@ -243,23 +257,26 @@ void Transformer::layer_forward_rows(int64_t l, torch::Tensor& x, const torch::T
   kernels::norm_rope_heads(qkv_p + q_dim, n, qkv_dim, c.n_kv_heads, hd, k_norm, eps, cos.data_ptr<float>(),
                            sin.data_ptr<float>());
 
-  // Append this step's keys and values to each sequence's slot.
-  float* keys = cache.keys(l).data_ptr<float>();
-  float* values = cache.values(l).data_ptr<float>();
-  int64_t t = 0;
-  for (size_t s = 0; s < batch.seqs.size(); ++s) {
-    for (int64_t i = 0; i < batch.seqs[s].n_new; ++i, ++t) {
-      const float* row = qkv_p + t * qkv_dim;
-      for (int64_t g = 0; g < c.n_kv_heads; ++g) {
-        const int64_t dst = ((batch.seqs[s].slot * c.n_kv_heads + g) * cache.capacity() + n_past[s] + i) * hd;
-        std::memcpy(keys + dst, row + q_dim + g * hd, hd * sizeof(float));
-        std::memcpy(values + dst, row + q_dim + kv_dim + g * hd, hd * sizeof(float));
-      }
-    }
+  const int64_t slot_stride = c.n_kv_heads * cache.capacity() * hd;
+  const float* keys = cache.keys(l).data_ptr<float>();
+  const float* values = cache.values(l).data_ptr<float>();
+  std::vector<kernels::AttentionSeq> attention_seqs;
+  int64_t row = 0;
+  for (const RowsSeq& seq : seqs) {
+    write_kv_rows(cache, l, seq.slot, seq.n_past, seq.n_new, qkv_p + row * qkv_dim + q_dim,
+                  qkv_p + row * qkv_dim + q_dim + kv_dim, qkv_dim);
+    attention_seqs.push_back({keys + seq.slot * slot_stride, values + seq.slot * slot_stride, seq.n_past, row,
+                              seq.n_new, seq.causal});
+    row += seq.n_new;
   }
-  torch::Tensor q = qkv.narrow(1, 0, q_dim).view({n, c.n_heads, hd});
-  torch::Tensor attn_out = layer.o_proj.forward(attention(q, cache, l, batch, n_past));
-  kernels::add_in_place(xp, attn_out.data_ptr<float>(), n * hidden);
+  DSPARK_ASSERT(row == n);
+  // The kernel reads q rows at a stride of n_heads * head_dim: pack them out of the fused rows.
+  torch::Tensor q = qkv.narrow(1, 0, q_dim).contiguous();
+  torch::Tensor attn = torch::empty({n, q_dim}, x.options());
+  kernels::attention_small(q.data_ptr<float>(), attention_seqs.data(), static_cast<int64_t>(attention_seqs.size()),
+                           c.n_heads, c.n_kv_heads, hd, cache.capacity(),
+                           1.0f / std::sqrt(static_cast<float>(hd)), attn.data_ptr<float>());
+  kernels::add_in_place(xp, layer.o_proj.forward(attn).data_ptr<float>(), n * hidden);
 
   kernels::rms_norm_rows(xp, layer.post_norm.data_ptr<float>(), n, hidden, eps, h.data_ptr<float>());
   torch::Tensor gate_up = layer.gate_up.forward(h);
@@ -312,9 +329,11 @@ ForwardOutput Transformer::forward(KvCache& cache, const ForwardBatch& batch) {
                          !(torch::GradMode::is_enabled() && embed_.requires_grad());
   const torch::Tensor cos_rows = cos.view({n_tokens, c.head_dim}).contiguous();
   const torch::Tensor sin_rows = sin.view({n_tokens, c.head_dim}).contiguous();
+  std::vector<RowsSeq> rows_seqs;
+  for (size_t s = 0; s < batch.seqs.size(); ++s) rows_seqs.push_back({batch.seqs[s].slot, n_past[s], batch.seqs[s].n_new});
   for (int64_t l = 0; l < c.n_layers; ++l) {
     if (rows_path)
-      layer_forward_rows(l, x, cos_rows, sin_rows, cache, batch, n_past);
+      decoder_layer_rows(layers_[l], c, cache, l, rows_seqs, cos_rows, sin_rows, x);
     else
       x = layer_forward(l, x, cos, sin, cache, batch, n_past, write_slots, write_positions);
     for (size_t i = 0; i < batch.capture_layers.size(); ++i)

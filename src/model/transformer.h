@@ -111,9 +111,6 @@ class Transformer {
 
   torch::Tensor attention(const torch::Tensor& q, KvCache& cache, int64_t layer, const ForwardBatch& batch,
                           const std::vector<int64_t>& n_past) const;
-  // Few rows on the CPU: fused raw-pointer element-wise ops around the streaming kernels.
-  void layer_forward_rows(int64_t layer, torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
-                          KvCache& cache, const ForwardBatch& batch, const std::vector<int64_t>& n_past) const;
   // Everything else (prefill, autograd, other devices): libtorch ops.
   torch::Tensor layer_forward(int64_t layer, const torch::Tensor& x, const torch::Tensor& cos,
                               const torch::Tensor& sin, KvCache& cache, const ForwardBatch& batch,
@@ -143,6 +140,28 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> attention_inputs(const D
                                                                          const torch::Tensor& sin);
 torch::Tensor layer_output(const DecoderLayer& layer, const ModelConfig& config, const torch::Tensor& x,
                            const torch::Tensor& attn);
+// One sequence's rows in decoder_layer_rows: n_new consecutive rows of x, at positions
+// n_past .. n_past + n_new - 1 of its cache slot.
+struct RowsSeq {
+  int64_t slot = 0;
+  int64_t n_past = 0;
+  int64_t n_new = 0;
+  bool causal = true;  // false: the rows see each other both ways (a drafter's block)
+};
+
+// A decoder layer over at most kSmallBatchRows rows on the CPU (decode, verify, a drafter's
+// blocks): fused raw-pointer element-wise ops around the streaming kernels, since libtorch's
+// per-op dispatch would cost as much as the arithmetic. Writes each sequence's keys/values at its
+// positions in layer `cache_layer` of `cache` (committing is the caller's) and updates x
+// [n_rows, hidden] f32 in place. cos/sin: [n_rows, head_dim] f32, contiguous.
+void decoder_layer_rows(const DecoderLayer& layer, const ModelConfig& config, KvCache& cache, int64_t cache_layer,
+                        const std::vector<RowsSeq>& seqs, const torch::Tensor& cos, const torch::Tensor& sin,
+                        torch::Tensor& x);
+// Writes rows of keys/values ([n, n_kv_heads * head_dim] each, row stride `row_stride` floats) to
+// positions first_position.. of `slot` in layer `cache_layer`; CPU.
+void write_kv_rows(KvCache& cache, int64_t cache_layer, int64_t slot, int64_t first_position, int64_t n,
+                   const float* keys, const float* values, int64_t row_stride);
+
 // Reads "<prefix>input_layernorm.weight", "<prefix>self_attn.q_proj.weight", ... (Hugging Face
 // names) into a DecoderLayer with fused qkv and gate_up on `device`; matrices in matrix_dtype,
 // vectors in f32. attention_input: the width q/k/v_proj read (0: hidden_size; EAGLE-3's layer
