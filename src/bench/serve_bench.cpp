@@ -16,7 +16,38 @@ double quantile(std::vector<double> values, double q) {
   return values[i];
 }
 
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
 }  // namespace
+
+ServePoint median_point(const std::vector<ServePoint>& runs) {
+  if (runs.empty()) throw Error("bench serve: no runs to take the median of");
+  ServePoint m = runs.front();
+  m.requests = m.output_tokens = 0;
+  m.seconds = 0;
+  for (const ServePoint& r : runs) {
+    m.requests += r.requests;
+    m.output_tokens += r.output_tokens;
+    m.seconds += r.seconds;
+  }
+  auto med = [&](double ServePoint::*field) {
+    std::vector<double> values;
+    for (const ServePoint& r : runs) values.push_back(r.*field);
+    return median(values);
+  };
+  m.aggregate_tps = med(&ServePoint::aggregate_tps);
+  m.user_tps_mean = med(&ServePoint::user_tps_mean);
+  m.user_tps_p50 = med(&ServePoint::user_tps_p50);
+  m.user_tps_p90 = med(&ServePoint::user_tps_p90);
+  m.mean_budget = med(&ServePoint::mean_budget);
+  m.acceptance_length = med(&ServePoint::acceptance_length);
+  m.runs = static_cast<int64_t>(runs.size());
+  return m;
+}
 
 ServePoint run_serve_point(model::Transformer& target, draft::Drafter* drafter, const engine::StepCost& step_cost,
                            schedule::ScheduleKind kind, int64_t concurrency,

@@ -36,7 +36,11 @@ struct ServePoint {
   double user_tps_mean = 0, user_tps_p50 = 0, user_tps_p90 = 0;
   double mean_budget = 0;        // drafts verified per request-step
   double acceptance_length = 0;  // tokens committed per request-step
+  int64_t runs = 1;              // runs this point is the median of
 };
+
+// The median of several runs of one point, metric by metric (tokens and seconds summed).
+ServePoint median_point(const std::vector<ServePoint>& runs);
 
 // One (schedule, concurrency) point. drafter may be null for `none`; step_cost must cover
 // concurrency x (gamma + 1) tokens for dspark-sync / dspark-async.

@@ -28,6 +28,7 @@ struct BenchServeArgs {
   std::string target_dir, draft_dir, method, prompts, prompt_format = "turns", schedules = "none,mtp1,dspark-async";
   std::string concurrency = "1,2,4,8,16,32,64", dtype = "bf16", sps_file, plot_dir, json_out;
   int64_t limit = 64;
+  int64_t repeats = 3;
   bool json = false;
   bench::ServeOptions options;
 };
@@ -36,18 +37,19 @@ nlohmann::json point_json(const bench::ServePoint& p) {
   return {{"schedule", p.schedule},         {"concurrency", p.concurrency},       {"requests", p.requests},
           {"output_tokens", p.output_tokens}, {"seconds", p.seconds},             {"aggregate_tps", p.aggregate_tps},
           {"user_tps_mean", p.user_tps_mean}, {"user_tps_p50", p.user_tps_p50},   {"user_tps_p90", p.user_tps_p90},
-          {"mean_budget", p.mean_budget},     {"acceptance_length", p.acceptance_length}};
+          {"mean_budget", p.mean_budget},     {"acceptance_length", p.acceptance_length},
+          {"runs", p.runs}};
 }
 
 std::string markdown(const std::vector<bench::ServePoint>& points) {
   std::string s =
       "| schedule | concurrency | aggregate tok/s | tok/s/user mean | p50 | p90 | budget (drafts/request/step) | "
-      "acceptance length |\n|---|---|---|---|---|---|---|---|\n";
+      "acceptance length | runs |\n|---|---|---|---|---|---|---|---|---|\n";
   char row[256];
   for (const auto& p : points) {
-    std::snprintf(row, sizeof row, "| %s | %ld | %.1f | %.1f | %.1f | %.1f | %.2f | %.2f |\n", p.schedule.c_str(),
+    std::snprintf(row, sizeof row, "| %s | %ld | %.1f | %.1f | %.1f | %.1f | %.2f | %.2f | %ld |\n", p.schedule.c_str(),
                   static_cast<long>(p.concurrency), p.aggregate_tps, p.user_tps_mean, p.user_tps_p50, p.user_tps_p90,
-                  p.mean_budget, p.acceptance_length);
+                  p.mean_budget, p.acceptance_length, static_cast<long>(p.runs));
     s += row;
   }
   return s;
@@ -115,16 +117,22 @@ void run_bench_serve(const BenchServeArgs& a) {
 
   // Warm-up (allocator, kernels), not measured.
   bench::run_serve_point(target, drafter.get(), cost, kinds[0], 1, {prompts[0]}, {.min_requests = 1, .max_tokens = 8});
-  // Schedules alternate at each concurrency, so a drift of the machine's speed hits them alike.
+  // Schedules alternate at each concurrency, repeat after repeat, so a drift of the machine's speed
+  // hits them alike; each point reports the median of its repeats.
+  if (a.repeats < 1) throw Error("bench serve: --repeats must be >= 1");
   std::vector<bench::ServePoint> points;
-  for (int64_t c : levels)
-    for (schedule::ScheduleKind kind : kinds) {
-      points.push_back(bench::run_serve_point(target, drafter.get(), cost, kind, c, prompts, o));
-      const bench::ServePoint& p = points.back();
-      std::fprintf(stderr, "%s C=%ld: %.1f tok/s aggregate, %.1f tok/s/user, budget %.2f, acceptance %.2f\n",
-                   p.schedule.c_str(), static_cast<long>(c), p.aggregate_tps, p.user_tps_mean, p.mean_budget,
-                   p.acceptance_length);
-    }
+  for (int64_t c : levels) {
+    std::vector<std::vector<bench::ServePoint>> runs(kinds.size());
+    for (int64_t rep = 0; rep < a.repeats; ++rep)
+      for (size_t k = 0; k < kinds.size(); ++k) {
+        runs[k].push_back(bench::run_serve_point(target, drafter.get(), cost, kinds[k], c, prompts, o));
+        const bench::ServePoint& p = runs[k].back();
+        std::fprintf(stderr, "%s C=%ld run %ld: %.1f tok/s aggregate, %.1f tok/s/user, budget %.2f, acceptance %.2f\n",
+                     p.schedule.c_str(), static_cast<long>(c), static_cast<long>(rep + 1), p.aggregate_tps,
+                     p.user_tps_mean, p.mean_budget, p.acceptance_length);
+      }
+    for (const auto& r : runs) points.push_back(bench::median_point(r));
+  }
   std::stable_sort(points.begin(), points.end(), [&](const auto& x, const auto& y) {
     auto rank = [&](const std::string& name) {
       for (size_t i = 0; i < kinds.size(); ++i)
@@ -159,6 +167,8 @@ void register_bench_serve(CLI::App& bench) {
   cmd->add_option("--gamma", a->options.gamma, "drafts per request per step")->capture_default_str();
   cmd->add_option("--threshold", a->options.threshold, "survival cut of the threshold schedule")->capture_default_str();
   cmd->add_option("--requests-per-client", a->options.requests_per_client, "requests per point = concurrency x this")
+      ->capture_default_str();
+  cmd->add_option("--repeats", a->repeats, "runs per point (median reported); schedules alternate within each")
       ->capture_default_str();
   cmd->add_option("--sps", a->sps_file, "step-cost profile from `dspark profile --out` (default: the cached one)");
   cmd->add_option("--dtype", a->dtype, "weight dtype in memory: bf16 or f32")->capture_default_str();
