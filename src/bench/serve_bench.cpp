@@ -45,6 +45,7 @@ ServePoint median_point(const std::vector<ServePoint>& runs) {
   m.user_tps_p90 = med(&ServePoint::user_tps_p90);
   m.mean_budget = med(&ServePoint::mean_budget);
   m.acceptance_length = med(&ServePoint::acceptance_length);
+  m.draft_share = med(&ServePoint::draft_share);
   m.runs = static_cast<int64_t>(runs.size());
   return m;
 }
@@ -92,6 +93,7 @@ ServePoint run_serve_point(model::Transformer& target, draft::Drafter* drafter, 
   }
   point.mean_budget = engine.stats().mean_budget();
   point.acceptance_length = engine.stats().acceptance_length();
+  point.draft_share = engine.stats().draft_seconds / point.seconds;
   return point;
 }
 

@@ -5,8 +5,8 @@
 //
 // Per point: aggregate output tokens/s (all generated tokens / wall time), per-user tokens/s
 // (a request's generated tokens / its time from submission to its last token: mean, p50, p90),
-// the mean verification budget (drafts verified per request per step), and the acceptance length
-// (tokens committed per request per step, bonus included).
+// the mean verification budget (drafts verified per request per step), the acceptance length
+// (tokens committed per request per step, bonus included), and the share of the time spent drafting.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -19,8 +19,11 @@
 namespace dspark::bench {
 
 struct ServeOptions {
-  int64_t requests_per_client = 2;  // requests per point: max(min_requests, C x this)
-  int64_t min_requests = 8;
+  // Requests per point: max(min_requests, C x requests_per_client). Enough that one point runs
+  // for about a second at low concurrency: a fresh engine's fixed costs (dspark-async's first
+  // probes, each drafting a whole prompt's backlog) must not dominate it.
+  int64_t requests_per_client = 4;
+  int64_t min_requests = 32;
   int64_t max_tokens = 128;
   int64_t gamma = 7;
   double threshold = 0.5;           // `threshold` schedule
@@ -36,6 +39,7 @@ struct ServePoint {
   double user_tps_mean = 0, user_tps_p50 = 0, user_tps_p90 = 0;
   double mean_budget = 0;        // drafts verified per request-step
   double acceptance_length = 0;  // tokens committed per request-step
+  double draft_share = 0;        // share of the wall time spent in drafting calls
   int64_t runs = 1;              // runs this point is the median of
 };
 

@@ -38,18 +38,18 @@ nlohmann::json point_json(const bench::ServePoint& p) {
           {"output_tokens", p.output_tokens}, {"seconds", p.seconds},             {"aggregate_tps", p.aggregate_tps},
           {"user_tps_mean", p.user_tps_mean}, {"user_tps_p50", p.user_tps_p50},   {"user_tps_p90", p.user_tps_p90},
           {"mean_budget", p.mean_budget},     {"acceptance_length", p.acceptance_length},
-          {"runs", p.runs}};
+          {"draft_share", p.draft_share},     {"runs", p.runs}};
 }
 
 std::string markdown(const std::vector<bench::ServePoint>& points) {
   std::string s =
       "| schedule | concurrency | aggregate tok/s | tok/s/user mean | p50 | p90 | budget (drafts/request/step) | "
-      "acceptance length | runs |\n|---|---|---|---|---|---|---|---|---|\n";
+      "acceptance length | drafting share of time | runs |\n|---|---|---|---|---|---|---|---|---|---|\n";
   char row[256];
   for (const auto& p : points) {
-    std::snprintf(row, sizeof row, "| %s | %ld | %.1f | %.1f | %.1f | %.1f | %.2f | %.2f | %ld |\n", p.schedule.c_str(),
+    std::snprintf(row, sizeof row, "| %s | %ld | %.1f | %.1f | %.1f | %.1f | %.2f | %.2f | %.3f | %ld |\n", p.schedule.c_str(),
                   static_cast<long>(p.concurrency), p.aggregate_tps, p.user_tps_mean, p.user_tps_p50, p.user_tps_p90,
-                  p.mean_budget, p.acceptance_length, static_cast<long>(p.runs));
+                  p.mean_budget, p.acceptance_length, p.draft_share, static_cast<long>(p.runs));
     s += row;
   }
   return s;
@@ -166,7 +166,7 @@ void register_bench_serve(CLI::App& bench) {
   cmd->add_option("--temperature", a->options.sampling.temperature, "sampling temperature")->capture_default_str();
   cmd->add_option("--gamma", a->options.gamma, "drafts per request per step")->capture_default_str();
   cmd->add_option("--threshold", a->options.threshold, "survival cut of the threshold schedule")->capture_default_str();
-  cmd->add_option("--requests-per-client", a->options.requests_per_client, "requests per point = concurrency x this")
+  cmd->add_option("--requests-per-client", a->options.requests_per_client, "requests per point = max(32, concurrency x this)")
       ->capture_default_str();
   cmd->add_option("--repeats", a->repeats, "runs per point (median reported); schedules alternate within each")
       ->capture_default_str();

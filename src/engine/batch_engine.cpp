@@ -13,9 +13,11 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // While dspark-async's gate keeps the drafter off it still drafts now and then (a probe), so the
-// confidences it judges by stay current. The interval starts at 8 steps and doubles after every
-// probe that does not turn the gate on, up to 256, so where drafting never pays the probes cost
-// little; it resets when drafting pays again. Only past decisions set it: nothing depends on a draft.
+// confidences it judges by stay current. A probe verifies nothing: its blocks only enter the
+// history, so it costs one drafting call, not a verify step widened by drafts the gate has just
+// judged not worth it. The interval starts at 8 steps and doubles after every probe that does not
+// turn the gate on, up to 256, so where drafting never pays the probes cost little; it resets when
+// drafting pays again. Only past decisions set it: nothing depends on a draft.
 constexpr int64_t kFirstProbeInterval = 8, kMaxProbeInterval = 256;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
@@ -150,6 +152,7 @@ std::vector<int64_t> BatchEngine::schedule(const std::vector<schedule::RequestDr
   if (schedule::needs_sps_table(options_.schedule)) context.sps = &sps_table(n_requests);
   std::vector<int64_t> lengths = schedule::schedule_lengths(options_.schedule, batch, context);
   history_.push(batch);
+  old_batch_pays_.reset();
   return lengths;
 }
 
@@ -160,18 +163,24 @@ const schedule::SpsTable& BatchEngine::sps_table(int64_t n_requests) {
 }
 
 // dspark-async only: whether this step drafts at all, from the batch of two drafting steps ago.
-bool BatchEngine::drafting_pays_now() {
-  if (options_.schedule != schedule::ScheduleKind::kDsparkAsync) return true;
+// Until the history holds two batches there is nothing to judge by: those steps draft only to
+// fill it (probes), so a fresh engine never pays for verifying drafts blind. The judgement of
+// one old batch is kept until the next drafting step replaces it.
+BatchEngine::Drafting BatchEngine::drafting_now() {
+  if (options_.schedule != schedule::ScheduleKind::kDsparkAsync) return Drafting::kVerify;
   const auto old = history_.two_steps_back();
-  if (!old) return true;
-  const int64_t n = static_cast<int64_t>(old->size());
-  if (schedule::drafting_pays(*old, sps_table(n), sps_table(0))) {
-    probe_interval_ = kFirstProbeInterval;
-    return true;
+  if (!old) return Drafting::kProbe;
+  if (!old_batch_pays_) {
+    const int64_t n = static_cast<int64_t>(old->size());
+    old_batch_pays_ = schedule::drafting_pays(*old, sps_table(n), sps_table(0));
   }
-  if (steps_without_drafting_ + 1 < probe_interval_) return false;
+  if (*old_batch_pays_) {
+    probe_interval_ = kFirstProbeInterval;
+    return Drafting::kVerify;
+  }
+  if (steps_without_drafting_ + 1 < probe_interval_) return Drafting::kOff;
   probe_interval_ = std::min(2 * probe_interval_, kMaxProbeInterval);
-  return true;  // a probe
+  return Drafting::kProbe;
 }
 
 void BatchEngine::record_acceptance(int64_t verified, int64_t accepted) {
@@ -210,7 +219,8 @@ std::vector<RequestOutcome> BatchEngine::step() {
   //    from old confidences, that drafting costs more than it brings).
   const auto t_draft = Clock::now();
   std::vector<draft::DraftBlock> blocks(decoding.size());
-  const bool draft_now = !decoding.empty() && drafter_ && drafting_pays_now();
+  const Drafting drafting = !decoding.empty() && drafter_ ? drafting_now() : Drafting::kOff;
+  const bool draft_now = drafting != Drafting::kOff;
   steps_without_drafting_ = draft_now || decoding.empty() ? 0 : steps_without_drafting_ + 1;
   if (draft_now) {
     ++stats_.drafting_steps;
@@ -228,14 +238,18 @@ std::vector<RequestOutcome> BatchEngine::step() {
       for (size_t j = 0; j < which.size(); ++j) blocks[which[j]] = std::move(proposed[j]);
     }
   }
-  stats_.draft_seconds += seconds_since(t_draft);
+  if (drafter_) stats_.draft_seconds += seconds_since(t_draft);
 
   // 2. Schedule.
   const auto t_verify = Clock::now();
-  // Without drafts the lengths are all 0 and the history keeps the last drafting steps.
-  const std::vector<int64_t> lengths =
-      draft_now ? schedule(drafts_for_schedule(decoding, blocks), static_cast<int64_t>(decoding.size()))
-                : std::vector<int64_t>(decoding.size(), 0);
+  // Without drafts the lengths are all 0 and the history keeps the last drafting steps; a probe's
+  // blocks enter the history, and it too verifies nothing.
+  std::vector<int64_t> lengths(decoding.size(), 0);
+  if (draft_now) {
+    const std::vector<int64_t> scheduled =
+        schedule(drafts_for_schedule(decoding, blocks), static_cast<int64_t>(decoding.size()));
+    if (drafting == Drafting::kVerify) lengths = scheduled;
+  }
 
   // 3. One ragged forward: verify rows, then prefill chunks.
   model::ForwardBatch batch;

@@ -71,7 +71,8 @@ struct EngineStats {
   int64_t verified_drafts = 0;       // sum of l_r
   int64_t committed = 0;             // tokens committed by verify steps (bonus included)
   int64_t target_tokens = 0;         // sum of B (verify) plus prefill tokens
-  double draft_seconds = 0, verify_seconds = 0;
+  double draft_seconds = 0;   // the drafting phase: dspark-async's gate and the drafting calls
+  double verify_seconds = 0;  // scheduling, the verify forward, rejection sampling and commits
   double mean_budget() const { return decode_request_steps ? double(verified_drafts) / double(decode_request_steps) : 0.0; }
   double acceptance_length() const { return decode_request_steps ? double(committed) / double(decode_request_steps) : 0.0; }
 };
@@ -120,7 +121,10 @@ class BatchEngine {
   std::vector<int64_t> schedule(const std::vector<schedule::RequestDraft>& batch, int64_t n_requests);
   void record_acceptance(int64_t verified, int64_t accepted);
   int64_t gamma_of(const Active& a) const;
-  bool drafting_pays_now();
+  // kOff: no drafting call; kProbe: draft to refresh the gate's history, verify nothing;
+  // kVerify: draft and verify what the schedule admits.
+  enum class Drafting { kOff, kProbe, kVerify };
+  Drafting drafting_now();
   const schedule::SpsTable& sps_table(int64_t n_requests);
 
   model::Transformer& target_;
@@ -134,6 +138,7 @@ class BatchEngine {
   schedule::ConfidenceHistory history_;
   std::map<int64_t, schedule::SpsTable> sps_tables_;  // step_cost->sps_for(R), built once per R
   int64_t probe_interval_ = 0;          // dspark-async's gate: steps between probes (see the .cpp)
+  std::optional<bool> old_batch_pays_;  // the gate's judgement of history_'s oldest batch
   int64_t steps_without_drafting_ = 0;
   // Drafters without a confidence head: per-slot conditional acceptance measured so far (Laplace
   // smoothed), a non-anticipating stand-in for c_k.

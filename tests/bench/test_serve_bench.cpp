@@ -47,6 +47,7 @@ TEST(ServeBench, PointServesEveryRequestOfTheClosedLoop) {
   cost.verify_seconds.assign(16, 1.0);
   ServeOptions o;
   o.min_requests = 5;
+  o.requests_per_client = 2;  // 2 clients x 2 < 5
   o.max_tokens = 6;
   const ServePoint p =
       run_serve_point(target, nullptr, cost, schedule::ScheduleKind::kNone, 2, {{1, 2, 3}, {4, 5, 6, 7}}, o);
@@ -56,6 +57,7 @@ TEST(ServeBench, PointServesEveryRequestOfTheClosedLoop) {
   EXPECT_GT(p.user_tps_p90, 0);
   EXPECT_EQ(p.mean_budget, 0);
   EXPECT_EQ(p.acceptance_length, 1.0);
+  EXPECT_EQ(p.draft_share, 0.0);  // no drafter
 }
 
 }  // namespace

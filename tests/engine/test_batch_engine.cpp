@@ -110,6 +110,21 @@ TEST(BatchEngine, AsyncSkipsTheDrafterWhenDraftingCostsMoreThanItSaves) {
   std::printf("[gate] %lld of %lld steps drafted\n", static_cast<long long>(st.drafting_steps), static_cast<long long>(st.steps));
   EXPECT_GT(st.drafting_steps, 0);
   EXPECT_LE(st.drafting_steps, st.steps / 8 + 3);  // the first two steps, then probes only
+  // Every drafting call was a probe (the first two fill the history): none verified a draft.
+  EXPECT_EQ(st.verified_drafts, 0);
+}
+
+// The same workload with drafting nearly free: after the two probes that fill the history the
+// gate drafts and verifies on most steps.
+TEST(BatchEngine, AsyncDraftsWhenDraftingPays) {
+  torch::NoGradGuard no_grad;
+  Fixture f(24);
+  engine::BatchEngine engine = f.engine(8, ScheduleKind::kDsparkAsync);
+  for (const auto& p : f.prompts) engine.submit({p, {.temperature = 0}, 24});
+  engine.run();
+  const engine::EngineStats& st = engine.stats();
+  EXPECT_GT(st.drafting_steps, st.steps / 2);
+  EXPECT_GT(st.mean_budget(), 1.0);
 }
 
 // Requests submitted while others run, a request cancelled mid-flight, one without speculation,
