@@ -1,0 +1,40 @@
+// `dspark generate` through the batched engine with a schedule that reads the step-cost profile,
+// on a machine where none is cached yet: it measures one on the drafter it generates with (whose
+// cache must also fit the profile's 256-position context, however short the request) and saves it.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <sstream>
+#include <string>
+
+#include "test_util.h"
+
+namespace dspark {
+namespace {
+
+namespace fs = std::filesystem;
+
+TEST(GenerateBatched, ProfilesOnFirstUseWithAShortRequest) {
+  test::TempDir cache;
+  const char* old = std::getenv("DSPARK_CACHE");
+  const std::string saved = old ? old : "";
+  setenv("DSPARK_CACHE", cache.path().c_str(), 1);
+  const std::string source = DSPARK_SOURCE_DIR;
+  const test::CommandResult r = test::run_dspark(
+      "--threads 1 generate --model " + source + "/models/default --draft " + source +
+      "/models/tiny-target-8l-dspark --prompt Hi --chat --max-tokens 8 --num-samples 2 --concurrency 2 "
+      "--schedule dspark-async --temperature 0 --json");
+  if (old) setenv("DSPARK_CACHE", saved.c_str(), 1); else unsetenv("DSPARK_CACHE");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::istringstream lines(r.out);
+  int samples = 0;
+  for (std::string line; std::getline(lines, line);) samples += line.find("\"ids\"") != std::string::npos;
+  EXPECT_EQ(samples, 2);
+  int profiles = 0;
+  for (const auto& entry : fs::recursive_directory_iterator(cache.path())) profiles += entry.is_regular_file();
+  EXPECT_EQ(profiles, 1) << "the measured profile is cached for the next run";
+}
+
+}  // namespace
+}  // namespace dspark
