@@ -4,17 +4,12 @@
 #include <chrono>
 #include <random>
 
+#include "bench/median.h"
 #include "engine/autoregressive.h"
 
 namespace dspark::bench {
 
 namespace {
-
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
-}
 
 std::vector<int64_t> random_ids(int64_t n, int64_t vocab, std::mt19937_64& rng) {
   std::uniform_int_distribution<int64_t> dist(0, vocab - 1);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "bench/median.h"
 #include "common/error.h"
 
 namespace dspark::bench {
@@ -14,12 +15,6 @@ double quantile(std::vector<double> values, double q) {
   std::sort(values.begin(), values.end());
   const size_t i = std::min(values.size() - 1, static_cast<size_t>(q * static_cast<double>(values.size())));
   return values[i];
-}
-
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "cli/cli_common.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <sstream>
 
@@ -63,6 +64,10 @@ int64_t resolve_gamma(const std::optional<int64_t>& flag, const draft::Drafter& 
   if (limit > 0 && gamma > limit)
     throw Error("--gamma " + std::to_string(gamma) + " exceeds the drafter's block size " + std::to_string(limit));
   return gamma;
+}
+
+int64_t drafter_capacity(int64_t request_positions) {
+  return std::max(request_positions, engine::ProfileOptions{}.context) + 64;
 }
 
 engine::StepCost load_or_profile_step_cost(const std::string& sps_file, model::Transformer& target,

@@ -108,10 +108,7 @@ void run_bench_serve(const BenchServeArgs& a) {
   std::unique_ptr<draft::Drafter> drafter;
   if (!a.draft_dir.empty() || !a.method.empty()) {
     drafter = draft::load_drafter(a.method, a.draft_dir, target,
-                                  {.max_slots = max_c,
-                                   // the requests, or the step-cost profile on first use
-                                   .capacity = std::max(longest + o.max_tokens, engine::ProfileOptions{}.context) +
-                                               o.gamma + 8,
+                                  {.max_slots = max_c, .capacity = drafter_capacity(longest + o.max_tokens),
                                    .weight_dtype = parse_weight_dtype(a.dtype)});
     o.gamma = resolve_gamma(o.gamma, *drafter);
   }

@@ -1,6 +1,5 @@
 // dspark generate: generation from a prompt (text or ids), autoregressive or speculative with a
 // drafter (--draft / --method), streamed as text, or one JSON object per sample with --json.
-#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <optional>
@@ -65,10 +64,7 @@ void run_generate(const GenerateArgs& args) {
   std::unique_ptr<draft::Drafter> drafter;
   engine::SpeculativeOptions spec;
   if (speculative) {
-    // Room for the request, and for the step-cost profile that a batched run measures on this
-    // drafter on first use (engine::ProfileOptions::context cached positions plus a block).
-    const int64_t capacity = std::max<int64_t>(static_cast<int64_t>(request.prompt_ids.size()) + args.max_tokens,
-                                               engine::ProfileOptions{}.context) + 64;
+    const int64_t capacity = drafter_capacity(static_cast<int64_t>(request.prompt_ids.size()) + args.max_tokens);
     drafter = draft::load_drafter(args.method, args.draft_dir, model,
                                   {.max_slots = batched ? concurrency : 1, .capacity = capacity,
                                    .weight_dtype = parse_weight_dtype(args.dtype)});

@@ -150,10 +150,12 @@ std::vector<int64_t> BatchEngine::schedule(const std::vector<schedule::RequestDr
   context.threshold = options_.threshold;
   context.two_steps_back = history_.two_steps_back();
   if (schedule::needs_sps_table(options_.schedule)) context.sps = &sps_table(n_requests);
-  std::vector<int64_t> lengths = schedule::schedule_lengths(options_.schedule, batch, context);
-  history_.push(batch);
+  return schedule::schedule_lengths(options_.schedule, batch, context);
+}
+
+void BatchEngine::remember(std::vector<schedule::RequestDraft> batch) {
+  history_.push(std::move(batch));
   old_batch_pays_.reset();
-  return lengths;
 }
 
 const schedule::SpsTable& BatchEngine::sps_table(int64_t n_requests) {
@@ -246,9 +248,9 @@ std::vector<RequestOutcome> BatchEngine::step() {
   // blocks enter the history, and it too verifies nothing.
   std::vector<int64_t> lengths(decoding.size(), 0);
   if (draft_now) {
-    const std::vector<int64_t> scheduled =
-        schedule(drafts_for_schedule(decoding, blocks), static_cast<int64_t>(decoding.size()));
-    if (drafting == Drafting::kVerify) lengths = scheduled;
+    std::vector<schedule::RequestDraft> drafted = drafts_for_schedule(decoding, blocks);
+    if (drafting == Drafting::kVerify) lengths = schedule(drafted, static_cast<int64_t>(decoding.size()));
+    remember(std::move(drafted));
   }
 
   // 3. One ragged forward: verify rows, then prefill chunks.

@@ -119,6 +119,8 @@ class BatchEngine {
   std::vector<schedule::RequestDraft> drafts_for_schedule(const std::vector<Active*>& decoding,
                                                           const std::vector<draft::DraftBlock>& blocks) const;
   std::vector<int64_t> schedule(const std::vector<schedule::RequestDraft>& batch, int64_t n_requests);
+  // Records a drafting step's blocks (verified or a probe) as the newest history entry.
+  void remember(std::vector<schedule::RequestDraft> batch);
   void record_acceptance(int64_t verified, int64_t accepted);
   int64_t gamma_of(const Active& a) const;
   // kOff: no drafting call; kProbe: draft to refresh the gate's history, verify nothing;

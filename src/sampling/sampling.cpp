@@ -140,31 +140,30 @@ int64_t sample_from_probs(const float* probs, int64_t n_vocab, Rng& rng) {
   // Blocks of 16: the block sums have independent additions (the compiler pipelines them), and
   // only the block holding the draw is scanned token by token.
   constexpr int64_t kBlock = 16;
-  auto block_sum = [&](int64_t begin) {
-    const int64_t end = std::min(begin + kBlock, n_vocab);
-    double s = 0.0;
-    for (int64_t i = begin; i < end; ++i) s += probs[i];
-    return s;
-  };
+  std::vector<double> block_sums((n_vocab + kBlock - 1) / kBlock, 0.0);
   double total = 0.0;
-  for (int64_t b = 0; b < n_vocab; b += kBlock) total += block_sum(b);
+  for (size_t b = 0; b < block_sums.size(); ++b) {
+    const int64_t begin = static_cast<int64_t>(b) * kBlock, end = std::min(begin + kBlock, n_vocab);
+    for (int64_t i = begin; i < end; ++i) block_sums[b] += probs[i];
+    total += block_sums[b];
+  }
   DSPARK_ASSERT(total > 0.0);
   const double target = rng.uniform() * total;
   double cumulative = 0.0;
   int64_t last_nonzero = -1;
-  for (int64_t b = 0; b < n_vocab; b += kBlock) {
-    const double s = block_sum(b);
-    if (s <= 0.0) continue;
-    if (cumulative + s <= target) {
-      cumulative += s;
-      for (int64_t i = std::min(b + kBlock, n_vocab) - 1; i >= b; --i)
+  for (size_t b = 0; b < block_sums.size(); ++b) {
+    if (block_sums[b] <= 0.0) continue;
+    const int64_t begin = static_cast<int64_t>(b) * kBlock, end = std::min(begin + kBlock, n_vocab);
+    if (cumulative + block_sums[b] <= target) {
+      cumulative += block_sums[b];
+      for (int64_t i = end - 1; i >= begin; --i)
         if (probs[i] > 0.0f) {
           last_nonzero = i;
           break;
         }
       continue;
     }
-    for (int64_t i = b; i < std::min(b + kBlock, n_vocab); ++i) {
+    for (int64_t i = begin; i < end; ++i) {
       if (probs[i] <= 0.0f) continue;
       cumulative += probs[i];
       last_nonzero = i;
