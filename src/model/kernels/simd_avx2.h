@@ -1,6 +1,7 @@
 // The AVX2 + FMA SIMD policy shared by the kernels' *_avx2.cpp variants (attention_small,
-// softmax_row): one 8-float register and its operations, including exp. Anonymous namespace for
-// the reason given in simd_avx512.h. Include only from files compiled with AVX2 flags.
+// softmax_row, row_ops): one 8-float register and its operations, including exp. Anonymous
+// namespace for the reason given in simd_avx512.h. Include only from files compiled with AVX2
+// flags.
 #pragma once
 #include <immintrin.h>
 
@@ -19,6 +20,7 @@ struct Avx2 {
   static Reg add(Reg a, Reg b) { return _mm256_add_ps(a, b); }
   static Reg sub(Reg a, Reg b) { return _mm256_sub_ps(a, b); }
   static Reg mul(Reg a, Reg b) { return _mm256_mul_ps(a, b); }
+  static Reg div(Reg a, Reg b) { return _mm256_div_ps(a, b); }
   static Reg fmadd(Reg a, Reg b, Reg c) { return _mm256_fmadd_ps(a, b, c); }
   static Reg max(Reg a, Reg b) { return _mm256_max_ps(a, b); }
 

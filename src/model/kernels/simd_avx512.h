@@ -1,7 +1,8 @@
 // The AVX-512 SIMD policy shared by the kernels' *_avx512.cpp variants (attention_small,
-// softmax_row): one 16-float register and its operations, including exp. It lives in an anonymous
-// namespace so that every template instantiated on it has internal linkage and the linker cannot
-// swap an AVX-512 copy into a generic caller. Include only from files compiled with AVX-512 flags.
+// softmax_row, row_ops): one 16-float register and its operations, including exp. It lives in an
+// anonymous namespace so that every template instantiated on it has internal linkage and the
+// linker cannot swap an AVX-512 copy into a generic caller. Include only from files compiled with
+// AVX-512 flags.
 #pragma once
 #include <immintrin.h>
 
@@ -20,6 +21,7 @@ struct Avx512 {
   static Reg add(Reg a, Reg b) { return _mm512_add_ps(a, b); }
   static Reg sub(Reg a, Reg b) { return _mm512_sub_ps(a, b); }
   static Reg mul(Reg a, Reg b) { return _mm512_mul_ps(a, b); }
+  static Reg div(Reg a, Reg b) { return _mm512_div_ps(a, b); }
   static Reg fmadd(Reg a, Reg b, Reg c) { return _mm512_fmadd_ps(a, b, c); }
   static Reg max(Reg a, Reg b) { return _mm512_max_ps(a, b); }
   static float reduce_add(Reg v) { return _mm512_reduce_add_ps(v); }

@@ -19,6 +19,7 @@ struct Scalar {
   static Reg add(Reg a, Reg b) { return a + b; }
   static Reg sub(Reg a, Reg b) { return a - b; }
   static Reg mul(Reg a, Reg b) { return a * b; }
+  static Reg div(Reg a, Reg b) { return a / b; }
   static Reg fmadd(Reg a, Reg b, Reg c) { return a * b + c; }
   static Reg max(Reg a, Reg b) { return std::max(a, b); }
   static float reduce_add(Reg v) { return v; }
