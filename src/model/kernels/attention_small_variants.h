@@ -6,6 +6,7 @@
 // copy into a generic caller.
 #pragma once
 #include <cstdint>
+#include <cstring>
 
 namespace dspark::kernels::attention_small_detail {
 
@@ -96,7 +97,9 @@ struct HeadGroupAttention {
   static void compute_scores(const HeadGroupTask& t) {
     const int64_t d = t.head_dim;
     ScoreBlock score_block = score_block_by_columns;
-    with_row_regs(d / W, [&]<int R>() { score_block = score_block_by_rows<R>; });
+    with_row_regs(d / W, [&]<int R>() {
+      score_block = kTileRows > 0 && rows(t) >= kTileRows ? score_block_tiled<R> : score_block_by_rows<R>;
+    });
     const int64_t full_end = keys(t) / W * W;
     for (int64_t j0 = 0; j0 < full_end; j0 += W) score_block(t, t.k + j0 * d, j0);
     if (full_end == keys(t)) return;
@@ -114,8 +117,59 @@ struct HeadGroupAttention {
   // q_r stays in R registers: one load per FMA instead of two.
   template <int R>
   static void score_block_by_rows(const HeadGroupTask& t, const float* k_block, int64_t j0) {
+    score_rows<R>(t, k_block, j0, 0);
+  }
+
+  // Rows kTileRows at a time through score_tile, the rest through score_rows.
+  template <int R>
+  static void score_block_tiled(const HeadGroupTask& t, const float* k_block, int64_t j0) {
+    const int64_t tiled = rows(t) / kTileRows * kTileRows;
+    if constexpr (kTileRows > 0) {
+      for (int64_t r = 0; r < tiled; r += kTileRows) score_tile(t, k_block, j0, r);
+    }
+    score_rows<R>(t, k_block, j0, tiled);
+  }
+
+  // A register tile of kTileRows rows x kTileKeys keys fills the W accumulators one sum_each
+  // reduces, so each k load serves kTileRows FMAs and each q load kTileKeys (score_rows: one k
+  // load per FMA). The lanes sum
+  // the same products in the same order and sum_each reduces every register alike, so a score is
+  // the same bits on either path.
+  static constexpr int kTileKeys = W >= 4 ? 4 : 1;
+  static constexpr int kTileRows = W >= 8 ? W / kTileKeys : 0;
+  static void score_tile(const HeadGroupTask& t, const float* k_block, int64_t j0, int64_t r0) {
+    constexpr int RT = kTileRows > 0 ? kTileRows : 1, KT = kTileKeys;
+    const int64_t d = t.head_dim;
     const Reg scale = V::broadcast(t.scale);
-    for (int64_t r = 0; r < rows(t); ++r) {
+    const float* q[RT];
+    for (int i = 0; i < RT; ++i) q[i] = t.q + row_offset(t, r0 + i);
+    for (int kg = 0; kg < W; kg += KT) {
+      Reg acc[W];  // acc[i * KT + kk]: row r0 + i, key j0 + kg + kk
+#pragma GCC unroll 16
+      for (int a = 0; a < W; ++a) acc[a] = V::zero();
+      for (int64_t c = 0; c < d; c += W) {
+        Reg kv[KT];
+#pragma GCC unroll 4
+        for (int kk = 0; kk < KT; ++kk) kv[kk] = V::load(k_block + (kg + kk) * d + c);
+#pragma GCC unroll 4
+        for (int i = 0; i < RT; ++i) {
+          const Reg qv = V::load(q[i] + c);
+#pragma GCC unroll 4
+          for (int kk = 0; kk < KT; ++kk) acc[i * KT + kk] = V::fmadd(qv, kv[kk], acc[i * KT + kk]);
+        }
+      }
+      float sums[W];
+      V::store(sums, V::mul(V::sum_each(acc), scale));
+      for (int i = 0; i < RT; ++i) {
+        std::memcpy(t.scores + (r0 + i) * t.scores_stride + j0 + kg, sums + i * KT, KT * sizeof(float));
+      }
+    }
+  }
+
+  template <int R>
+  static void score_rows(const HeadGroupTask& t, const float* k_block, int64_t j0, int64_t r_begin) {
+    const Reg scale = V::broadcast(t.scale);
+    for (int64_t r = r_begin; r < rows(t); ++r) {
       const float* q = t.q + row_offset(t, r);
       Reg qv[R];
 #pragma GCC unroll 8
