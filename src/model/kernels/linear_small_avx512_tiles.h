@@ -46,20 +46,32 @@ template <class Math, int MR, int NR, bool kTail>
   }
 }
 
-// y[j, r] = x[j, :] . w[r, :] for MR rows of x and NR weight rows, all MR * NR sums in registers.
-// Each output's sum runs over k in the same order whatever MR and NR are, so a row's result does
-// not depend on the other rows in the call.
+// Where dot_tile's k range sits in the whole dot product. A product whose x tile would not fit in
+// L1 next to the streamed weights is computed in k blocks (see Avx512Tiles::k_block): the 16-lane
+// accumulators are parked in `spill` between blocks and picked up unchanged, so every lane sums
+// the same terms in the same order as one pass would, whatever the blocking.
+struct KRange {
+  int64_t begin, end;
+  bool first;    // start from zero rather than from spill
+  bool last;     // reduce into y rather than park in spill
+  __m512* spill;  // [MR * NR]
+};
+
+// y[j, r] = x[j, :] . w[r, :] for MR rows of x and NR weight rows, all MR * NR sums in registers,
+// over the k columns of `range`. Each output's sum runs over k in the same order whatever MR and
+// NR are, so a row's result does not depend on the other rows in the call.
 //
-// w_next: the rows the following tile will read. Requesting them one tile ahead, a cache line per
-// row per line consumed here, keeps enough misses in flight: the hardware prefetchers alone
-// ramp up too slowly on the few concurrent rows (3-8) a tile streams (measured on one Zen 5 core,
-// m = 1: 14-17 GB/s without, 27-28 GB/s with). A plain (T0) prefetch rather than a non-temporal
-// one: it measured the same, and for m > kTileRows the block is read again by the next row tile.
+// w_next: the rows the following tile will read, addressed like w (row r at w_next + r * k,
+// column i at + i). Requesting them one tile ahead, a cache line per row per line consumed here,
+// keeps enough misses in flight: the hardware prefetchers alone ramp up too slowly on the few
+// concurrent rows (3-8) a tile streams (measured on one Zen 5 core, m = 1: 14-17 GB/s without,
+// 27-28 GB/s with). A plain (T0) prefetch rather than a non-temporal one: it measured the same,
+// and for m > kTileRows the block is read again by the next row tile.
 template <class Math, int MR, int NR>
 void dot_tile(const typename Math::XElem* x,       // packed tile of MR rows
               const typename Math::WElem* w,       // [NR, k]
               const typename Math::WElem* w_next,  // [NR, k]
-              int64_t k,
+              int64_t k, const KRange& range,
               float* y,  // [MR, y_stride]
               int64_t y_stride, bool accumulate) {
   constexpr int64_t kLine = 64 / sizeof(typename Math::WElem);  // elements per cache line
@@ -68,10 +80,10 @@ void dot_tile(const typename Math::XElem* x,       // packed tile of MR rows
 #pragma GCC unroll 8
   for (int j = 0; j < MR; ++j) {
 #pragma GCC unroll 8
-    for (int r = 0; r < NR; ++r) acc[j][r] = _mm512_setzero_ps();
+    for (int r = 0; r < NR; ++r) acc[j][r] = range.first ? _mm512_setzero_ps() : range.spill[j * NR + r];
   }
-  int64_t i = 0;
-  for (; i + kLine <= k; i += kLine) {
+  int64_t i = range.begin;
+  for (; i + kLine <= range.end; i += kLine) {
 #pragma GCC unroll 8
     for (int r = 0; r < NR; ++r) _mm_prefetch(w_next + r * k + i, _MM_HINT_T0);
 #pragma GCC unroll 4
@@ -79,9 +91,17 @@ void dot_tile(const typename Math::XElem* x,       // packed tile of MR rows
       accumulate_step<Math, MR, NR, false>(acc, x, w, k, i + s);
     }
   }
-  for (; i + Math::kStep <= k; i += Math::kStep)
+  for (; i + Math::kStep <= range.end; i += Math::kStep)
     accumulate_step<Math, MR, NR, false>(acc, x, w, k, i);
-  if (i < k) accumulate_step<Math, MR, NR, true>(acc, x, w, k, i);
+  if (i < range.end) accumulate_step<Math, MR, NR, true>(acc, x, w, k, i);
+  if (!range.last) {
+#pragma GCC unroll 8
+    for (int j = 0; j < MR; ++j) {
+#pragma GCC unroll 8
+      for (int r = 0; r < NR; ++r) range.spill[j * NR + r] = acc[j][r];
+    }
+    return;
+  }
 #pragma GCC unroll 8
   for (int j = 0; j < MR; ++j) {
 #pragma GCC unroll 8
@@ -107,17 +127,47 @@ struct Avx512Tiles {
     return x_rows <= 2 ? 8 : x_rows <= 4 ? 6 : x_rows <= 6 ? 4 : 3;
   }
 
+  // Columns of k per block: the packed x block of MR rows stays within kXBlockBytes, so it and
+  // the weight rows streaming past it share L1 (48 KB on Zen 5). Unblocked, the 8 rows of a
+  // 3072-wide x (96 KB) came from L2 on every step: the down projection of an 8-token verify step
+  // cost 2x its 1-token time against 1.4x for the 1024-wide projections. Alternating runs of
+  // every projection of the Qwen3-0.6B shape at m = 8 (median of 5): 32 KB blocks gave o_proj
+  // -8%, down -7%, the 1024-wide ones unchanged (their x fits whole); 16 KB blocks gained more on
+  // o_proj and down but lost as much on the 1024-wide ones.
+  static constexpr int64_t kXBlockBytes = 32 * 1024;
+  template <int MR>
+  static constexpr int64_t k_block() {
+    constexpr int64_t kLine = 64 / sizeof(typename Math::WElem);
+    constexpr int64_t elements = kXBlockBytes / (MR * static_cast<int64_t>(sizeof(typename Math::XElem)));
+    return elements / kLine * kLine;
+  }
+
   template <int MR>
   static void tile_rows(const Problem& p, int64_t row, int64_t col, int cols) {
     constexpr int NR = weight_rows_per_tile(MR);
-    const auto* x = static_cast<const typename Math::XElem*>(p.x_packed) + row * padded_k(p.k);
-    const auto* w = static_cast<const typename Math::WElem*>(p.w) + col * p.k;
+    constexpr int64_t kBlock = k_block<MR>();
+    const int64_t k = p.k;
+    const auto* x = static_cast<const typename Math::XElem*>(p.x_packed) + row * padded_k(k);
+    const auto* w = static_cast<const typename Math::WElem*>(p.w) + col * k;
     float* y = p.y + row * p.ldy + col;
-    int c = 0;
-    for (; c + NR <= cols; c += NR) {
-      dot_tile<Math, MR, NR>(x, w + c * p.k, w + (c + NR) * p.k, p.k, y + c, p.ldy, p.accumulate);
+    __m512 spill[kColumns * MR];
+    for (int64_t begin = 0; begin == 0 || begin < k; begin += kBlock) {  // once for k = 0
+      const int64_t end = begin + kBlock < k ? begin + kBlock : k;
+      // After the block's last weight rows, the next rows read are this block's first ones one
+      // k block on, or at the end of k, the following column block's first ones from column 0.
+      const int64_t wrap = end < k ? kBlock : cols * k - begin;
+      int c = 0;
+      for (; c + NR <= cols; c += NR) {
+        const KRange range{begin, end, begin == 0, end == k, spill + c * MR};
+        const auto* next = c + NR < cols ? w + (c + NR) * k : w + wrap;
+        dot_tile<Math, MR, NR>(x, w + c * k, next, k, range, y + c, p.ldy, p.accumulate);
+      }
+      for (; c < cols; ++c) {
+        const KRange range{begin, end, begin == 0, end == k, spill + c * MR};
+        const auto* next = c + 1 < cols ? w + (c + 1) * k : w + wrap;
+        dot_tile<Math, MR, 1>(x, w + c * k, next, k, range, y + c, p.ldy, p.accumulate);
+      }
     }
-    for (; c < cols; ++c) dot_tile<Math, MR, 1>(x, w + c * p.k, w + (c + 1) * p.k, p.k, y + c, p.ldy, p.accumulate);
   }
 
   static void tile(const Problem& p, int64_t row, int rows, int64_t col, int cols) {

@@ -236,25 +236,27 @@ TEST(LinearSmall, IndependentOfColumnSplit) {
 
 // A row's result must not depend on which other rows share the call: speculative decoding needs
 // verify (m = 8) to reproduce decode (m = 1) bit for bit. The summation order per output is fixed
-// by k alone, whatever the register tile, so exact equality is expected.
+// by k alone, whatever the register tile, so exact equality is expected. k = 3000 makes the
+// 8-row tile walk k in blocks (x does not fit L1 whole) while a single row does not.
 TEST(LinearSmall, RowsAreBitwiseIndependentOfBatch) {
   DispatchGuard guard;
-  const Shape s{9, 333, 70};
-  const Operands o = make_operands(s, 11);
-  for (Isa isa : available_isas()) {
-    set_isa(isa);
-    for (Bf16Math math : {Bf16Math::kExact, Bf16Math::kDotBf16}) {
-      set_bf16_math(math);
-      for (WeightDType dtype : {WeightDType::kF32, WeightDType::kBF16}) {
-        SCOPED_TRACE(std::string(isa_name(isa)) + (math == Bf16Math::kExact ? " exact" : " dot"));
-        const std::vector<float> batch = run(s, o, dtype);
-        const void* w = dtype == WeightDType::kF32 ? static_cast<const void*>(o.w_f32_ptr())
-                                                   : static_cast<const void*>(o.w_bf16_ptr());
-        for (int64_t i = 0; i < s.m; ++i) {
-          std::vector<float> single(s.n);
-          linear_small(o.x_ptr() + i * s.k, 1, s.k, w, dtype, s.n, single.data());
-          for (int64_t j = 0; j < s.n; ++j)
-            ASSERT_EQ(single[j], batch[i * s.n + j]) << i << "," << j;
+  for (const Shape s : {Shape{9, 333, 70}, Shape{9, 3000, 37}}) {
+    const Operands o = make_operands(s, 11);
+    for (Isa isa : available_isas()) {
+      set_isa(isa);
+      for (Bf16Math math : {Bf16Math::kExact, Bf16Math::kDotBf16}) {
+        set_bf16_math(math);
+        for (WeightDType dtype : {WeightDType::kF32, WeightDType::kBF16}) {
+          SCOPED_TRACE(std::string(isa_name(isa)) + (math == Bf16Math::kExact ? " exact" : " dot"));
+          const std::vector<float> batch = run(s, o, dtype);
+          const void* w = dtype == WeightDType::kF32 ? static_cast<const void*>(o.w_f32_ptr())
+                                                     : static_cast<const void*>(o.w_bf16_ptr());
+          for (int64_t i = 0; i < s.m; ++i) {
+            std::vector<float> single(s.n);
+            linear_small(o.x_ptr() + i * s.k, 1, s.k, w, dtype, s.n, single.data());
+            for (int64_t j = 0; j < s.n; ++j)
+              ASSERT_EQ(single[j], batch[i * s.n + j]) << i << "," << j;
+          }
         }
       }
     }
