@@ -18,29 +18,58 @@ std::vector<int64_t> random_ids(int64_t n, int64_t vocab, std::mt19937_64& rng) 
   return ids;
 }
 
-// Times forwards of `n_seqs` sequences x `n_new` tokens over slots that each hold `context`
-// positions; every run is rolled back so all runs see the same context.
-ForwardPoint time_point(model::Transformer& model, model::KvCache& cache, const std::vector<int64_t>& slots,
-                        int64_t context, int64_t n_seqs, int64_t n_new, const ForwardBenchOptions& options,
-                        std::mt19937_64& rng) {
-  model::ForwardBatch batch;
-  batch.token_ids = random_ids(n_seqs * n_new, model.config().vocab_size, rng);
-  for (int64_t s = 0; s < n_seqs; ++s) {
-    batch.seqs.push_back({slots[s], n_new});
-    for (int64_t i = 0; i < n_new; ++i) batch.logit_rows.push_back(s * n_new + i);
-  }
+// One point of the table: forwards of `n_seqs` sequences x `n_new` tokens over slots that each
+// hold `context` positions; every run is rolled back so all runs see the same context.
+struct PointRunner {
   ForwardPoint point;
-  point.context = context;
-  for (int64_t run = 0; run < options.warmup + options.runs; ++run) {
+  model::ForwardBatch batch;
+  std::vector<int64_t> slots;
+
+  void run_once(model::Transformer& model, model::KvCache& cache, bool timed) {
     const auto start = std::chrono::steady_clock::now();
     model.forward(cache, batch);
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    for (int64_t s = 0; s < n_seqs; ++s) cache.truncate(slots[s], context);
-    if (run >= options.warmup) point.runs_ms.push_back(ms);
+    for (const model::SeqChunk& seq : batch.seqs) cache.truncate(seq.slot, point.context);
+    if (timed) point.runs_ms.push_back(ms);
   }
-  point.median_ms = median(point.runs_ms);
-  point.steps_per_s = 1000.0 / point.median_ms;
-  return point;
+};
+
+PointRunner make_point(const model::ModelConfig& c, const std::vector<int64_t>& slots, int64_t context,
+                       int64_t n_seqs, int64_t n_new, std::mt19937_64& rng) {
+  PointRunner p;
+  p.point.shape = n_seqs == 1 ? "one_seq" : "batch";
+  p.point.context = context;
+  p.point.n_new = n_seqs == 1 ? n_new : n_seqs;
+  p.batch.token_ids = random_ids(n_seqs * n_new, c.vocab_size, rng);
+  for (int64_t s = 0; s < n_seqs; ++s) {
+    p.batch.seqs.push_back({slots[s], n_new});
+    for (int64_t i = 0; i < n_new; ++i) p.batch.logit_rows.push_back(s * n_new + i);
+  }
+  return p;
+}
+
+// Runs every point once per round (after an untimed call of its own), round after round, so that
+// all points of a context sample the same stretch of time: on a shared machine whose speed drifts by tens of percent over minutes,
+// points timed one after another gave ratios (T(8)/T(1)) that moved with the drift.
+void time_points(model::Transformer& model, model::KvCache& cache, std::vector<PointRunner>& points,
+                 const ForwardBenchOptions& options, const std::function<void(const std::string&)>& progress) {
+  const int64_t rounds = options.warmup + options.runs;
+  for (int64_t round = 0; round < rounds; ++round) {
+    if (progress) {
+      progress("context " + std::to_string(points.front().point.context) + ": round " + std::to_string(round + 1) +
+               "/" + std::to_string(rounds) + (round < options.warmup ? " (warm-up)" : ""));
+    }
+    for (PointRunner& p : points) {
+      // An untimed call of the same size first: timed straight after a larger point, a small one
+      // measures that point's cache and thread wake-up debris rather than its own steady cost.
+      p.run_once(model, cache, false);
+      p.run_once(model, cache, round >= options.warmup);
+    }
+  }
+  for (PointRunner& p : points) {
+    p.point.median_ms = median(p.point.runs_ms);
+    p.point.steps_per_s = 1000.0 / p.point.median_ms;
+  }
 }
 
 double kv_gib(const model::ModelConfig& c, int64_t n_slots, int64_t capacity) {
@@ -71,19 +100,13 @@ ForwardBenchResult run_forward_bench(model::Transformer& model, const ForwardBen
     model.prefill(cache, slots[0], random_ids(context, c.vocab_size, rng));
     for (int64_t s = 1; s < n_slots; ++s) cache.copy_slot(slots[0], slots[s]);
 
+    std::vector<PointRunner> points;
     for (int64_t b : options.batch_sizes) {
-      if (progress) progress("context " + std::to_string(context) + ", B = " + std::to_string(b));
-      ForwardPoint one_seq = time_point(model, cache, slots, context, 1, b, options, rng);
-      one_seq.shape = "one_seq";
-      one_seq.n_new = b;
-      result.points.push_back(one_seq);
-      if (b > 1 && b <= n_slots) {
-        ForwardPoint batch = time_point(model, cache, slots, context, b, 1, options, rng);
-        batch.shape = "batch";
-        batch.n_new = b;
-        result.points.push_back(batch);
-      }
+      points.push_back(make_point(c, slots, context, 1, b, rng));
+      if (b > 1 && b <= n_slots) points.push_back(make_point(c, slots, context, b, 1, rng));
     }
+    time_points(model, cache, points, options, progress);
+    for (PointRunner& p : points) result.points.push_back(std::move(p.point));
   }
   for (const ForwardPoint& p : result.points)
     if (p.shape == "one_seq" && p.n_new == 1 && p.context == options.contexts.front()) result.decode_step_ms = p.median_ms;
