@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Reproduces the core-engine figures in docs/benchmarks.md: the forward-cost table (SPS(B)) and AR
 # decode speed of a random-weight Qwen3-0.6B-shaped model in bf16 and f32, and tokenizer speed.
-# Writes JSON into bench-results/ (not committed). Takes ~10 minutes on 2 cores.
+# Writes JSON into bench-results/ (not committed). Takes ~3 minutes on 2 cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=bench-results
