@@ -23,7 +23,6 @@ std::vector<int64_t> random_ids(int64_t n, int64_t vocab, std::mt19937_64& rng) 
 struct PointRunner {
   ForwardPoint point;
   model::ForwardBatch batch;
-  std::vector<int64_t> slots;
 
   void run_once(model::Transformer& model, model::KvCache& cache, bool timed) {
     const auto start = std::chrono::steady_clock::now();
@@ -49,8 +48,9 @@ PointRunner make_point(const model::ModelConfig& c, const std::vector<int64_t>& 
 }
 
 // Runs every point once per round (after an untimed call of its own), round after round, so that
-// all points of a context sample the same stretch of time: on a shared machine whose speed drifts by tens of percent over minutes,
-// points timed one after another gave ratios (T(8)/T(1)) that moved with the drift.
+// all points of a context sample the same stretch of time: on a shared machine whose speed drifts
+// by tens of percent over minutes, points timed one after another gave ratios (T(8)/T(1)) that
+// moved with the drift.
 void time_points(model::Transformer& model, model::KvCache& cache, std::vector<PointRunner>& points,
                  const ForwardBenchOptions& options, const std::function<void(const std::string&)>& progress) {
   const int64_t rounds = options.warmup + options.runs;

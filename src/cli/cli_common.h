@@ -32,13 +32,14 @@ std::optional<tokenizer::Tokenizer> load_tokenizer_if_present(const std::string&
 // drafter cannot propose that many.
 int64_t resolve_gamma(const std::optional<int64_t>& flag, const draft::Drafter& drafter);
 
-// The step-cost profile the dspark-sync / dspark-async schedules need: `sps_file` if given, else
-// the profile cached for this model, drafter, machine and dtype (measured and saved on first use,
-// with progress). max_requests: the largest concurrency it must cover.
 // The drafter cache capacity for requests of up to `request_positions` positions (prompt plus new
 // tokens), with room left for a block, that also holds what load_or_profile_step_cost measures on
 // that drafter on first use (engine::ProfileOptions::context cached positions plus a block).
 int64_t drafter_capacity(int64_t request_positions);
+
+// The step-cost profile the dspark-sync / dspark-async schedules need: `sps_file` if given, else
+// the profile cached for this model, drafter, machine and dtype (measured and saved on first use,
+// with progress). max_requests: the largest concurrency it must cover.
 engine::StepCost load_or_profile_step_cost(const std::string& sps_file, model::Transformer& target,
                                            draft::Drafter* drafter, const std::string& model_dir,
                                            const std::string& draft_dir, const std::string& dtype,

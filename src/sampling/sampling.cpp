@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -140,18 +141,23 @@ int64_t sample_from_probs(const float* probs, int64_t n_vocab, Rng& rng) {
   // Blocks of 16: the block sums have independent additions (the compiler pipelines them), and
   // only the block holding the draw is scanned token by token.
   constexpr int64_t kBlock = 16;
-  std::vector<double> block_sums((n_vocab + kBlock - 1) / kBlock, 0.0);
+  const size_t n_blocks = static_cast<size_t>((n_vocab + kBlock - 1) / kBlock);
+  // Every entry is written below, so the buffer is not zero-filled first (one draw per sampled
+  // token: 150k vocabularies make that 76 KB a draw).
+  const std::unique_ptr<double[]> block_sums = std::make_unique_for_overwrite<double[]>(n_blocks);
   double total = 0.0;
-  for (size_t b = 0; b < block_sums.size(); ++b) {
+  for (size_t b = 0; b < n_blocks; ++b) {
     const int64_t begin = static_cast<int64_t>(b) * kBlock, end = std::min(begin + kBlock, n_vocab);
-    for (int64_t i = begin; i < end; ++i) block_sums[b] += probs[i];
-    total += block_sums[b];
+    double sum = 0.0;
+    for (int64_t i = begin; i < end; ++i) sum += probs[i];
+    block_sums[b] = sum;
+    total += sum;
   }
   DSPARK_ASSERT(total > 0.0);
   const double target = rng.uniform() * total;
   double cumulative = 0.0;
   int64_t last_nonzero = -1;
-  for (size_t b = 0; b < block_sums.size(); ++b) {
+  for (size_t b = 0; b < n_blocks; ++b) {
     if (block_sums[b] <= 0.0) continue;
     const int64_t begin = static_cast<int64_t>(b) * kBlock, end = std::min(begin + kBlock, n_vocab);
     if (cumulative + block_sums[b] <= target) {

@@ -97,9 +97,7 @@ struct HeadGroupAttention {
   static void compute_scores(const HeadGroupTask& t) {
     const int64_t d = t.head_dim;
     ScoreBlock score_block = score_block_by_columns;
-    with_row_regs(d / W, [&]<int R>() {
-      score_block = kTileRows > 0 && rows(t) >= kTileRows ? score_block_tiled<R> : score_block_by_rows<R>;
-    });
+    with_row_regs(d / W, [&]<int R>() { score_block = score_block_by_rows<R>; });
     const int64_t full_end = keys(t) / W * W;
     for (int64_t j0 = 0; j0 < full_end; j0 += W) score_block(t, t.k + j0 * d, j0);
     if (full_end == keys(t)) return;
@@ -114,27 +112,21 @@ struct HeadGroupAttention {
     score_block(t, t.key_tail, full_end);
   }
 
-  // q_r stays in R registers: one load per FMA instead of two.
+  // Rows kTileRows at a time through score_tile, the rest (all of a decode step's) through
+  // score_rows.
   template <int R>
   static void score_block_by_rows(const HeadGroupTask& t, const float* k_block, int64_t j0) {
-    score_rows<R>(t, k_block, j0, 0);
-  }
-
-  // Rows kTileRows at a time through score_tile, the rest through score_rows.
-  template <int R>
-  static void score_block_tiled(const HeadGroupTask& t, const float* k_block, int64_t j0) {
-    const int64_t tiled = rows(t) / kTileRows * kTileRows;
+    int64_t r = 0;
     if constexpr (kTileRows > 0) {
-      for (int64_t r = 0; r < tiled; r += kTileRows) score_tile(t, k_block, j0, r);
+      for (; r + kTileRows <= rows(t); r += kTileRows) score_tile(t, k_block, j0, r);
     }
-    score_rows<R>(t, k_block, j0, tiled);
+    score_rows<R>(t, k_block, j0, r);
   }
 
   // A register tile of kTileRows rows x kTileKeys keys fills the W accumulators one sum_each
   // reduces, so each k load serves kTileRows FMAs and each q load kTileKeys (score_rows: one k
-  // load per FMA). The lanes sum
-  // the same products in the same order and sum_each reduces every register alike, so a score is
-  // the same bits on either path.
+  // load per FMA). The lanes sum the same products in the same order and sum_each reduces every
+  // register alike, so a score is the same bits on either path.
   static constexpr int kTileKeys = W >= 4 ? 4 : 1;
   static constexpr int kTileRows = W >= 8 ? W / kTileKeys : 0;
   static void score_tile(const HeadGroupTask& t, const float* k_block, int64_t j0, int64_t r0) {
@@ -166,6 +158,7 @@ struct HeadGroupAttention {
     }
   }
 
+  // Rows from r_begin one at a time; q_r stays in R registers: one load per FMA instead of two.
   template <int R>
   static void score_rows(const HeadGroupTask& t, const float* k_block, int64_t j0, int64_t r_begin) {
     const Reg scale = V::broadcast(t.scale);

@@ -51,10 +51,8 @@ template <class Math, int MR, int NR, bool kTail>
 // accumulators are parked in `spill` between blocks and picked up unchanged, so every lane sums
 // the same terms in the same order as one pass would, whatever the blocking.
 struct KRange {
-  int64_t begin, end;
-  bool first;    // start from zero rather than from spill
-  bool last;     // reduce into y rather than park in spill
-  __m512* spill;  // [MR * NR]
+  int64_t begin, end;  // 0 < begin: start from spill; end < k: park the sums in spill
+  __m512* spill;       // [MR * NR]
 };
 
 // y[j, r] = x[j, :] . w[r, :] for MR rows of x and NR weight rows, all MR * NR sums in registers,
@@ -80,7 +78,7 @@ void dot_tile(const typename Math::XElem* x,       // packed tile of MR rows
 #pragma GCC unroll 8
   for (int j = 0; j < MR; ++j) {
 #pragma GCC unroll 8
-    for (int r = 0; r < NR; ++r) acc[j][r] = range.first ? _mm512_setzero_ps() : range.spill[j * NR + r];
+    for (int r = 0; r < NR; ++r) acc[j][r] = range.begin == 0 ? _mm512_setzero_ps() : range.spill[j * NR + r];
   }
   int64_t i = range.begin;
   for (; i + kLine <= range.end; i += kLine) {
@@ -94,7 +92,7 @@ void dot_tile(const typename Math::XElem* x,       // packed tile of MR rows
   for (; i + Math::kStep <= range.end; i += Math::kStep)
     accumulate_step<Math, MR, NR, false>(acc, x, w, k, i);
   if (i < range.end) accumulate_step<Math, MR, NR, true>(acc, x, w, k, i);
-  if (!range.last) {
+  if (range.end < k) {
 #pragma GCC unroll 8
     for (int j = 0; j < MR; ++j) {
 #pragma GCC unroll 8
@@ -158,14 +156,12 @@ struct Avx512Tiles {
       const int64_t wrap = end < k ? kBlock : cols * k - begin;
       int c = 0;
       for (; c + NR <= cols; c += NR) {
-        const KRange range{begin, end, begin == 0, end == k, spill + c * MR};
         const auto* next = c + NR < cols ? w + (c + NR) * k : w + wrap;
-        dot_tile<Math, MR, NR>(x, w + c * k, next, k, range, y + c, p.ldy, p.accumulate);
+        dot_tile<Math, MR, NR>(x, w + c * k, next, k, {begin, end, spill + c * MR}, y + c, p.ldy, p.accumulate);
       }
       for (; c < cols; ++c) {
-        const KRange range{begin, end, begin == 0, end == k, spill + c * MR};
         const auto* next = c + 1 < cols ? w + (c + 1) * k : w + wrap;
-        dot_tile<Math, MR, 1>(x, w + c * k, next, k, range, y + c, p.ldy, p.accumulate);
+        dot_tile<Math, MR, 1>(x, w + c * k, next, k, {begin, end, spill + c * MR}, y + c, p.ldy, p.accumulate);
       }
     }
   }
