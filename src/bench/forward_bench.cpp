@@ -72,6 +72,25 @@ void time_points(model::Transformer& model, model::KvCache& cache, std::vector<P
   }
 }
 
+// Prefills `ids` into the empty `slot` `runs` times (at least once), rolling back between runs;
+// the last prefill stays in the cache.
+PrefillPoint time_prefills(model::Transformer& model, model::KvCache& cache, int64_t slot,
+                           const std::vector<int64_t>& ids, int64_t runs,
+                           const std::function<void(const std::string&)>& progress) {
+  PrefillPoint p;
+  p.context = static_cast<int64_t>(ids.size());
+  for (int64_t run = 0; run < std::max<int64_t>(runs, 1); ++run) {
+    if (progress) progress("prefill of " + std::to_string(p.context) + " tokens: run " + std::to_string(run + 1));
+    cache.truncate(slot, 0);
+    const auto start = std::chrono::steady_clock::now();
+    model.prefill(cache, slot, ids);
+    p.runs_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+  }
+  p.median_ms = median(p.runs_ms);
+  p.tokens_per_s = p.context / (p.median_ms * 1e-3);
+  return p;
+}
+
 double kv_gib(const model::ModelConfig& c, int64_t n_slots, int64_t capacity) {
   return 2.0 * c.n_layers * n_slots * capacity * c.n_kv_heads * c.head_dim * 4 / (1024.0 * 1024 * 1024);
 }
@@ -96,8 +115,8 @@ ForwardBenchResult run_forward_bench(model::Transformer& model, const ForwardBen
     model::KvCache cache = model.make_cache(n_slots, capacity);
     std::vector<int64_t> slots;
     for (int64_t s = 0; s < n_slots; ++s) slots.push_back(*cache.allocate());
-    if (progress) progress("prefilling context " + std::to_string(context));
-    model.prefill(cache, slots[0], random_ids(context, c.vocab_size, rng));
+    result.prefills.push_back(time_prefills(model, cache, slots[0], random_ids(context, c.vocab_size, rng),
+                                            options.prefill_runs, progress));
     for (int64_t s = 1; s < n_slots; ++s) cache.copy_slot(slots[0], slots[s]);
 
     std::vector<PointRunner> points;

@@ -1,5 +1,6 @@
 // `dspark bench forward`: the cost of one target forward as a function of the number of new tokens
-// B (SPS(B) in the method), at a given context length, plus plain autoregressive decode speed.
+// B (SPS(B) in the method), at a given context length, plus prefill (prompt processing) and plain
+// autoregressive decode speed.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -19,18 +20,28 @@ struct ForwardPoint {
   std::vector<double> runs_ms;
 };
 
+// Prompt processing: one prefill of `context` tokens into an empty slot.
+struct PrefillPoint {
+  int64_t context = 0;
+  double median_ms = 0;
+  double tokens_per_s = 0;
+  std::vector<double> runs_ms;
+};
+
 struct ForwardBenchOptions {
   std::vector<int64_t> contexts{256, 1024};
   std::vector<int64_t> batch_sizes{1, 2, 4, 8, 16, 32, 64};
   int64_t warmup = 2;
   int64_t runs = 7;
   double max_kv_gib = 6.0;  // "batch" points whose KV cache would exceed this are skipped
+  int64_t prefill_runs = 3;  // timed prefills per context (the last one is the points' context)
   int64_t decode_tokens = 64;
   uint64_t seed = 0;
 };
 
 struct ForwardBenchResult {
   std::vector<ForwardPoint> points;
+  std::vector<PrefillPoint> prefills;  // one per context
   double decode_tokens_per_s = 0;   // greedy AR decode, one sequence, short prompt
   double decode_step_ms = 0;        // median one-token step at the first context
   double weight_gb_per_s = 0;       // weight bytes / decode_step_ms

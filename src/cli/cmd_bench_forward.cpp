@@ -26,10 +26,14 @@ nlohmann::json to_json(const bench::ForwardBenchResult& r, const model::Transfor
   for (const bench::ForwardPoint& p : r.points)
     points.push_back({{"shape", p.shape}, {"context", p.context}, {"B", p.n_new}, {"median_ms", p.median_ms},
                       {"steps_per_s", p.steps_per_s}, {"runs_ms", p.runs_ms}});
+  nlohmann::json prefills = nlohmann::json::array();
+  for (const bench::PrefillPoint& p : r.prefills)
+    prefills.push_back({{"context", p.context}, {"median_ms", p.median_ms}, {"tokens_per_s", p.tokens_per_s},
+                        {"runs_ms", p.runs_ms}});
   return {{"weight_dtype", dtype}, {"weight_bytes", r.weight_bytes}, {"isa", kernels::isa_name()},
           {"blas", model::detect_blas().library}, {"threads", model::num_threads()},
           {"decode_step_ms", r.decode_step_ms}, {"weight_gb_per_s", r.weight_gb_per_s},
-          {"decode_tokens_per_s", r.decode_tokens_per_s}, {"points", points}, {"skipped", r.skipped},
+          {"decode_tokens_per_s", r.decode_tokens_per_s}, {"points", points}, {"prefill", prefills}, {"skipped", r.skipped},
           {"n_layers", model.config().n_layers}, {"hidden_size", model.config().hidden_size}};
 }
 
@@ -42,6 +46,9 @@ void print_table(const bench::ForwardBenchResult& r) {
     std::printf("%-8s %8lld %5lld %10.2f %10.2f %12.3f\n", p.shape.c_str(), static_cast<long long>(p.context),
                 static_cast<long long>(p.n_new), p.median_ms, p.steps_per_s, p.median_ms / t1);
   }
+  for (const bench::PrefillPoint& p : r.prefills)
+    std::printf("prefill of %lld tokens: %.1f ms (%.1f tokens/s)\n", static_cast<long long>(p.context), p.median_ms,
+                p.tokens_per_s);
   std::printf("decode step %.2f ms (%.1f GB/s of weights), AR decode %.2f tokens/s\n", r.decode_step_ms,
               r.weight_gb_per_s, r.decode_tokens_per_s);
   for (const std::string& s : r.skipped) std::printf("skipped: %s\n", s.c_str());
@@ -59,12 +66,13 @@ void run(const BenchForwardArgs& args) {
 
 void register_bench_forward(CLI::App& bench) {
   auto args = std::make_shared<BenchForwardArgs>();
-  CLI::App* cmd = bench.add_subcommand("forward", "forward cost against new tokens B (SPS table) and AR decode speed");
+  CLI::App* cmd = bench.add_subcommand("forward", "forward cost against new tokens B (SPS table), prefill and AR decode speed");
   cmd->add_option("--model", args->model_dir, "model directory")->required();
   cmd->add_option("--dtype", args->dtype, "weight dtype in memory: bf16 (default) or f32");
   cmd->add_option("--contexts", args->options.contexts, "context lengths (default 256 1024)");
   cmd->add_option("--batch-sizes", args->options.batch_sizes, "B values (default 1 2 4 8 16 32 64)");
   cmd->add_option("--runs", args->options.runs, "timed runs per point (median reported, default 7)");
+  cmd->add_option("--prefill-runs", args->options.prefill_runs, "timed prefills per context (median reported, default 3)");
   cmd->add_option("--max-kv-gib", args->options.max_kv_gib, "skip batch points whose KV cache exceeds this");
   cmd->add_flag("--json", args->json, "machine-readable output");
   cmd->callback([args] { run(*args); });

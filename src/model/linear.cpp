@@ -21,7 +21,8 @@ torch::Tensor Linear::forward(const torch::Tensor& x) const {
     if (bias.defined()) y.add_(bias);
     return y;
   }
-  // Upcasting a bf16 weight per call keeps prefill exact; its cost is small next to the GEMM.
+  // Autograd, other devices, or more rows than the kernel is for: libtorch. Upcasting a bf16 weight
+  // per call keeps the result exact.
   torch::Tensor w = weight.scalar_type() == torch::kFloat32 ? weight : weight.to(torch::kFloat32);
   return bias.defined() ? torch::linear(x, w, bias) : torch::linear(x, w);
 }

@@ -285,7 +285,81 @@ void decoder_layer_rows(const DecoderLayer& layer, const ModelConfig& c, KvCache
   kernels::add_in_place(xp, layer.down.forward(act).data_ptr<float>(), n * hidden);
 }
 
+namespace {
+
+// A piece of a long batch: its tokens are rows [first_row, first_row + batch.token_ids.size()) of
+// the whole; answers[i] is the index in the whole batch's logit_rows of its i-th logit row.
+struct BatchPiece {
+  ForwardBatch batch;
+  int64_t first_row = 0;
+  std::vector<int64_t> answers;
+};
+
+// Cuts `batch` into consecutive pieces of at most max_tokens tokens, in row order. A sequence may
+// straddle pieces: run in order, its later tokens see the earlier ones through the cache. Every
+// piece captures the same layers; each asks for the logits of its own rows.
+std::vector<BatchPiece> split_batch(const ForwardBatch& batch, int64_t max_tokens) {
+  std::vector<BatchPiece> pieces;
+  int64_t row = 0;
+  for (const SeqChunk& seq : batch.seqs) {
+    for (int64_t done = 0; done < seq.n_new;) {
+      if (pieces.empty() || static_cast<int64_t>(pieces.back().batch.token_ids.size()) == max_tokens) {
+        BatchPiece piece;
+        piece.first_row = row;
+        piece.batch.capture_layers = batch.capture_layers;
+        piece.batch.capture_final_hidden = batch.capture_final_hidden;
+        pieces.push_back(std::move(piece));
+      }
+      ForwardBatch& piece = pieces.back().batch;
+      const int64_t take = std::min(seq.n_new - done, max_tokens - static_cast<int64_t>(piece.token_ids.size()));
+      piece.seqs.push_back({seq.slot, take});
+      piece.token_ids.insert(piece.token_ids.end(), batch.token_ids.begin() + row, batch.token_ids.begin() + row + take);
+      row += take;
+      done += take;
+    }
+  }
+  for (size_t i = 0; i < batch.logit_rows.size(); ++i) {
+    const int64_t r = batch.logit_rows[i];
+    for (BatchPiece& piece : pieces) {
+      if (r >= piece.first_row && r < piece.first_row + static_cast<int64_t>(piece.batch.token_ids.size())) {
+        piece.batch.logit_rows.push_back(r - piece.first_row);
+        piece.answers.push_back(static_cast<int64_t>(i));
+      }
+    }
+  }
+  return pieces;
+}
+
+}  // namespace
+
 ForwardOutput Transformer::forward(KvCache& cache, const ForwardBatch& batch) {
+  check_batch(cache, batch);
+  const int64_t n_tokens = static_cast<int64_t>(batch.token_ids.size());
+  const bool rows_path = device_.is_cpu() && !(torch::GradMode::is_enabled() && embed_.requires_grad());
+  return rows_path && n_tokens > kSmallBatchRows ? forward_in_pieces(cache, batch) : forward_checked(cache, batch);
+}
+
+ForwardOutput Transformer::forward_in_pieces(KvCache& cache, const ForwardBatch& batch) {
+  const std::vector<BatchPiece> pieces = split_batch(batch, kSmallBatchRows);
+  ForwardOutput out;
+  if (!batch.logit_rows.empty())
+    out.logits = torch::empty({static_cast<int64_t>(batch.logit_rows.size()), config_.vocab_size},
+                              torch::TensorOptions().dtype(torch::kFloat32).device(device_));
+  std::vector<std::vector<torch::Tensor>> layer_parts(batch.capture_layers.size());
+  std::vector<torch::Tensor> final_parts;
+  for (const BatchPiece& piece : pieces) {
+    ForwardOutput part = forward_checked(cache, piece.batch);
+    if (!piece.answers.empty())
+      out.logits.index_copy_(0, torch::tensor(piece.answers, torch::TensorOptions().dtype(torch::kLong)), part.logits);
+    for (size_t i = 0; i < layer_parts.size(); ++i) layer_parts[i].push_back(part.layer_hidden[i]);
+    if (batch.capture_final_hidden) final_parts.push_back(part.final_hidden);
+  }
+  for (const std::vector<torch::Tensor>& parts : layer_parts) out.layer_hidden.push_back(torch::cat(parts));
+  if (batch.capture_final_hidden) out.final_hidden = torch::cat(final_parts);
+  return out;
+}
+
+void Transformer::check_batch(const KvCache& cache, const ForwardBatch& batch) const {
   const ModelConfig& c = config_;
   const int64_t n_tokens = static_cast<int64_t>(batch.token_ids.size());
   int64_t n_declared = 0;
@@ -306,7 +380,11 @@ ForwardOutput Transformer::forward(KvCache& cache, const ForwardBatch& batch) {
     if (layer < 0 || layer >= c.n_layers)
       throw Error("forward: capture layer " + std::to_string(layer) + " out of range [0, " +
                   std::to_string(c.n_layers) + ")");
+}
 
+ForwardOutput Transformer::forward_checked(KvCache& cache, const ForwardBatch& batch) {
+  const ModelConfig& c = config_;
+  const int64_t n_tokens = static_cast<int64_t>(batch.token_ids.size());
   // Per-token slot and position: the sequence index ("marker") made concrete.
   std::vector<int64_t> n_past, slots, positions;
   for (const SeqChunk& seq : batch.seqs) {

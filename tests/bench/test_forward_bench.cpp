@@ -1,6 +1,7 @@
 // The forward benchmark's bookkeeping on the shipped model: every point is timed once per round,
 // rounds run over all points of a context in turn, each run is rolled back so the next sees the
-// same context, and batch points are skipped when their KV cache would not fit.
+// same context, prefills are timed per context, and batch points are skipped when their KV cache
+// would not fit.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -31,6 +32,7 @@ TEST(ForwardBench, TimesEveryPointOncePerRound) {
   o.warmup = 1;
   o.runs = 3;
   o.decode_tokens = 4;
+  o.prefill_runs = 2;  // two prefills into the same slot: the first must be rolled back
   std::vector<std::string> rounds;
   const ForwardBenchResult r = run_forward_bench(target, o, [&](const std::string& message) {
     if (message.find("round") != std::string::npos) rounds.push_back(message);
@@ -56,6 +58,14 @@ TEST(ForwardBench, TimesEveryPointOncePerRound) {
   EXPECT_EQ(rounds[0], "context 8: round 1/4 (warm-up)");
   EXPECT_EQ(rounds[7], "context 16: round 4/4");
   EXPECT_GT(r.decode_tokens_per_s, 0);
+  ASSERT_EQ(r.prefills.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    const PrefillPoint& p = r.prefills[i];
+    EXPECT_EQ(p.context, i == 0 ? 8 : 16);
+    ASSERT_EQ(p.runs_ms.size(), 2u);
+    EXPECT_EQ(p.median_ms, median(p.runs_ms));
+    EXPECT_DOUBLE_EQ(p.tokens_per_s, p.context / (p.median_ms * 1e-3));
+  }
 }
 
 TEST(ForwardBench, SkipsBatchPointsWhoseCacheWouldNotFit) {

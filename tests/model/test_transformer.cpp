@@ -26,6 +26,16 @@ torch::Tensor all_logits(Transformer& model, const std::vector<int64_t>& ids) {
   return model.forward(cache, batch).logits;
 }
 
+// all_logits through the libtorch path, which other devices and autograd take: on the CPU, asking
+// for gradients is what keeps a forward off the rows path.
+torch::Tensor libtorch_path_logits(Transformer& model, const std::vector<int64_t>& ids) {
+  torch::AutoGradMode grad(true);
+  model.set_requires_grad(true);
+  torch::Tensor logits = all_logits(model, ids).detach();
+  model.set_requires_grad(false);
+  return logits;
+}
+
 std::vector<int64_t> greedy(Transformer& model, const std::vector<int64_t>& prompt, int64_t n) {
   engine::GenerationRequest request;
   request.prompt_ids = prompt;
@@ -246,7 +256,7 @@ TEST(Forward, LlamaArchitectureRaggedEqualsSingles) {
   write_random_checkpoint(config, (dir / "llama").string(), {3, 0});
   Transformer model = Transformer::load((dir / "llama").string(), {WeightDType::kF32});
   const std::vector<int64_t> a = iota_ids(90, 1, 300), b = iota_ids(7, 2, 300);
-  const torch::Tensor long_alone = all_logits(model, a);  // 90 rows: libtorch path
+  const torch::Tensor long_alone = all_logits(model, a);  // 90 rows: two pieces
 
   KvCache cache = model.make_cache(2, 128);
   ForwardBatch batch;
@@ -254,9 +264,57 @@ TEST(Forward, LlamaArchitectureRaggedEqualsSingles) {
   batch.token_ids.assign(a.begin(), a.begin() + 40);
   batch.token_ids.insert(batch.token_ids.end(), b.begin(), b.end());
   batch.logit_rows = {39, 46};
-  const torch::Tensor together = model.forward(cache, batch).logits;  // 47 rows: fast path
+  const torch::Tensor together = model.forward(cache, batch).logits;  // 47 rows: one piece
   EXPECT_LE((together[0] - long_alone[39]).abs().max().item<double>(), 1e-5);
   EXPECT_LE((together[1] - all_logits(model, b)[6]).abs().max().item<double>(), 1e-5);
+  EXPECT_LE((long_alone - libtorch_path_logits(model, a)).abs().max().item<double>(), 1e-5);
+}
+
+// A prompt longer than kSmallBatchRows runs as pieces through the rows path (3 pieces here, the
+// second sequence straddling two of them). Each token's logits, captured layer and final hidden
+// state are then the same bits as decoding the prompt one token at a time, and within 1e-4 of
+// the libtorch path (what other devices run).
+TEST(Forward, LongPrefillEqualsTokenByTokenDecodeBitwise) {
+  torch::NoGradGuard no_grad;
+  Transformer model = Transformer::load(fixture("tiny-qwen3-untied").string(), {WeightDType::kF32});
+  const int64_t vocab = model.config().vocab_size;
+  const std::vector<int64_t> a = iota_ids(100, 3, vocab), b = iota_ids(50, 9, vocab);
+  ASSERT_GT(a.size() + b.size(), 2 * static_cast<size_t>(kSmallBatchRows));
+
+  KvCache cache = model.make_cache(2, 128);
+  ForwardBatch batch;
+  batch.seqs = {{*cache.allocate(), 100}, {*cache.allocate(), 50}};
+  batch.token_ids = a;
+  batch.token_ids.insert(batch.token_ids.end(), b.begin(), b.end());
+  for (int64_t r = 149; r >= 0; r -= 7) batch.logit_rows.push_back(r);  // any order
+  batch.capture_layers = {1};
+  batch.capture_final_hidden = true;
+  const ForwardOutput together = model.forward(cache, batch);
+  EXPECT_EQ(cache.length(0), 100);
+  EXPECT_EQ(cache.length(1), 50);
+
+  KvCache step_cache = model.make_cache(2, 128);
+  std::vector<torch::Tensor> logits, layer, final_hidden;
+  for (int64_t slot : {*step_cache.allocate(), *step_cache.allocate()}) {
+    for (int64_t id : slot == 0 ? a : b) {
+      ForwardBatch step;
+      step.token_ids = {id};
+      step.seqs = {{slot, 1}};
+      step.logit_rows = {0};
+      step.capture_layers = {1};
+      step.capture_final_hidden = true;
+      ForwardOutput out = model.forward(step_cache, step);
+      logits.push_back(out.logits);
+      layer.push_back(out.layer_hidden[0]);
+      final_hidden.push_back(out.final_hidden);
+    }
+  }
+  const torch::Tensor rows = torch::tensor(batch.logit_rows);
+  EXPECT_TRUE(torch::equal(together.logits, torch::cat(logits).index_select(0, rows)));
+  EXPECT_TRUE(torch::equal(together.layer_hidden[0], torch::cat(layer)));
+  EXPECT_TRUE(torch::equal(together.final_hidden, torch::cat(final_hidden)));
+  // Different summation orders over 100 positions: the fixtures' tolerance.
+  EXPECT_LE((all_logits(model, a) - libtorch_path_logits(model, a)).abs().max().item<double>(), 1e-4);
 }
 
 TEST(Forward, RejectsOutOfRangeTokenIds) {
