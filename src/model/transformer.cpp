@@ -287,45 +287,38 @@ void decoder_layer_rows(const DecoderLayer& layer, const ModelConfig& c, KvCache
 
 namespace {
 
-// A piece of a long batch: its tokens are rows [first_row, first_row + batch.token_ids.size()) of
-// the whole; answers[i] is the index in the whole batch's logit_rows of its i-th logit row.
+// A piece of a long batch: rows [index * max_tokens, ...) of the whole; answers[i] is the index in
+// the whole batch's logit_rows of the piece's i-th logit row.
 struct BatchPiece {
   ForwardBatch batch;
-  int64_t first_row = 0;
   std::vector<int64_t> answers;
 };
 
-// Cuts `batch` into consecutive pieces of at most max_tokens tokens, in row order. A sequence may
-// straddle pieces: run in order, its later tokens see the earlier ones through the cache. Every
-// piece captures the same layers; each asks for the logits of its own rows.
+// Cuts `batch` into consecutive pieces of max_tokens tokens (the last one shorter), in row order.
+// A sequence may straddle pieces: run in order, its later tokens see the earlier ones through the
+// cache. Every piece captures the same layers; each asks for the logits of its own rows.
 std::vector<BatchPiece> split_batch(const ForwardBatch& batch, int64_t max_tokens) {
-  std::vector<BatchPiece> pieces;
-  int64_t row = 0;
+  const int64_t n_tokens = static_cast<int64_t>(batch.token_ids.size());
+  std::vector<BatchPiece> pieces((n_tokens + max_tokens - 1) / max_tokens);
+  for (size_t p = 0; p < pieces.size(); ++p) {
+    ForwardBatch& piece = pieces[p].batch;
+    const int64_t begin = static_cast<int64_t>(p) * max_tokens, end = std::min(begin + max_tokens, n_tokens);
+    piece.token_ids.assign(batch.token_ids.begin() + begin, batch.token_ids.begin() + end);
+    piece.capture_layers = batch.capture_layers;
+    piece.capture_final_hidden = batch.capture_final_hidden;
+  }
+  int64_t row = 0;  // the first row of each sequence
   for (const SeqChunk& seq : batch.seqs) {
-    for (int64_t done = 0; done < seq.n_new;) {
-      if (pieces.empty() || static_cast<int64_t>(pieces.back().batch.token_ids.size()) == max_tokens) {
-        BatchPiece piece;
-        piece.first_row = row;
-        piece.batch.capture_layers = batch.capture_layers;
-        piece.batch.capture_final_hidden = batch.capture_final_hidden;
-        pieces.push_back(std::move(piece));
-      }
-      ForwardBatch& piece = pieces.back().batch;
-      const int64_t take = std::min(seq.n_new - done, max_tokens - static_cast<int64_t>(piece.token_ids.size()));
-      piece.seqs.push_back({seq.slot, take});
-      piece.token_ids.insert(piece.token_ids.end(), batch.token_ids.begin() + row, batch.token_ids.begin() + row + take);
-      row += take;
-      done += take;
+    for (int64_t r = row; r < row + seq.n_new; r = (r / max_tokens + 1) * max_tokens) {
+      const int64_t take = std::min(row + seq.n_new, (r / max_tokens + 1) * max_tokens) - r;
+      pieces[r / max_tokens].batch.seqs.push_back({seq.slot, take});
     }
+    row += seq.n_new;
   }
   for (size_t i = 0; i < batch.logit_rows.size(); ++i) {
-    const int64_t r = batch.logit_rows[i];
-    for (BatchPiece& piece : pieces) {
-      if (r >= piece.first_row && r < piece.first_row + static_cast<int64_t>(piece.batch.token_ids.size())) {
-        piece.batch.logit_rows.push_back(r - piece.first_row);
-        piece.answers.push_back(static_cast<int64_t>(i));
-      }
-    }
+    BatchPiece& piece = pieces[batch.logit_rows[i] / max_tokens];
+    piece.batch.logit_rows.push_back(batch.logit_rows[i] % max_tokens);
+    piece.answers.push_back(static_cast<int64_t>(i));
   }
   return pieces;
 }
@@ -334,9 +327,12 @@ std::vector<BatchPiece> split_batch(const ForwardBatch& batch, int64_t max_token
 
 ForwardOutput Transformer::forward(KvCache& cache, const ForwardBatch& batch) {
   check_batch(cache, batch);
-  const int64_t n_tokens = static_cast<int64_t>(batch.token_ids.size());
-  const bool rows_path = device_.is_cpu() && !(torch::GradMode::is_enabled() && embed_.requires_grad());
-  return rows_path && n_tokens > kSmallBatchRows ? forward_in_pieces(cache, batch) : forward_checked(cache, batch);
+  const bool long_batch = static_cast<int64_t>(batch.token_ids.size()) > kSmallBatchRows;
+  return runs_rows_path() && long_batch ? forward_in_pieces(cache, batch) : forward_checked(cache, batch);
+}
+
+bool Transformer::runs_rows_path() const {
+  return device_.is_cpu() && !(torch::GradMode::is_enabled() && embed_.requires_grad());
 }
 
 ForwardOutput Transformer::forward_in_pieces(KvCache& cache, const ForwardBatch& batch) {
@@ -403,8 +399,7 @@ ForwardOutput Transformer::forward_checked(KvCache& cache, const ForwardBatch& b
   ForwardOutput out;
   out.layer_hidden.resize(batch.capture_layers.size());  // in the order asked (DeepSpec concatenates so)
   torch::Tensor x = embed_.index_select(0, ids).to(torch::kFloat32).contiguous();
-  const bool rows_path = x.is_cpu() && n_tokens <= kSmallBatchRows &&
-                         !(torch::GradMode::is_enabled() && embed_.requires_grad());
+  const bool rows_path = runs_rows_path() && n_tokens <= kSmallBatchRows;
   const torch::Tensor cos_rows = cos.view({n_tokens, c.head_dim}).contiguous();
   const torch::Tensor sin_rows = sin.view({n_tokens, c.head_dim}).contiguous();
   std::vector<RowsSeq> rows_seqs;

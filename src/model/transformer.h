@@ -109,6 +109,9 @@ class Transformer {
   Transformer(ModelConfig config, const LoadOptions& options);
   void load_weights(const std::string& dir);
 
+  // Whether a forward of at most kSmallBatchRows tokens takes the rows path (decoder_layer_rows):
+  // on the CPU, unless gradients are wanted.
+  bool runs_rows_path() const;
   // Throws dspark::Error on a batch that does not fit the model or the cache; writes nothing.
   void check_batch(const KvCache& cache, const ForwardBatch& batch) const;
   // forward of a checked batch. On the CPU the rows path (decoder_layer_rows) takes batches of up
