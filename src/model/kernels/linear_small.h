@@ -1,7 +1,8 @@
 // Matrix multiply for the few rows of a decode / verify step: y = x @ w^T with w laid out like a
 // torch Linear weight. A decode step is bound by streaming the weights from memory, so the kernel
-// reads each weight row once for all m rows of x (x stays in cache) and splits the output columns
-// across the OpenMP threads in contiguous chunks, so each core streams its own part of w.
+// reads each weight row once for all m rows of x (x stays in cache) and shares the output columns
+// between the OpenMP threads as contiguous runs of chunks (column_runs.h): each core streams its
+// own part of w, and a core that finishes early takes the tail of another's run.
 // Meant for m up to ~64 (above that a blocked GEMM reuses weights better), but correct for any m.
 // The SIMD variant follows current_isa() (cpu_isa.h).
 #pragma once
