@@ -19,18 +19,21 @@ void ColumnRuns::chunk_columns(int64_t chunk, int64_t* begin, int64_t* end) cons
   *end = *begin + chunk_columns_ < n_ ? *begin + chunk_columns_ : n_;
 }
 
-bool ColumnRuns::next(int self, int64_t* own_taken, int64_t* begin, int64_t* end) {
+bool ColumnRuns::claim(Run& run) {
+  return run.claimed.load(std::memory_order_relaxed) < run.count &&
+         run.claimed.fetch_add(1, std::memory_order_relaxed) < run.count;
+}
+
+bool ColumnRuns::next(int self, int64_t* begin, int64_t* end) {
   DSPARK_ASSERT(self >= 0 && self < threads_);
   Run& own = runs_[self];
-  if (own.claimed.load(std::memory_order_relaxed) < own.count &&
-      own.claimed.fetch_add(1, std::memory_order_relaxed) < own.count) {
-    chunk_columns(own.first + (*own_taken)++, begin, end);
+  if (claim(own)) {
+    chunk_columns(own.first + own.taken_front++, begin, end);
     return true;
   }
   for (int i = 1; i < threads_; ++i) {
     Run& other = runs_[(self + i) % threads_];
-    if (other.claimed.load(std::memory_order_relaxed) >= other.count) continue;
-    if (other.claimed.fetch_add(1, std::memory_order_relaxed) < other.count) {
+    if (claim(other)) {
       chunk_columns(other.first + other.count - 1 - other.stolen.fetch_add(1, std::memory_order_relaxed), begin, end);
       return true;
     }

@@ -18,16 +18,19 @@ class ColumnRuns {
   ColumnRuns(int64_t n, int64_t chunk_columns, int threads);
 
   // The next chunk for thread `self` as [*begin, *end); false when every chunk is handed out.
-  // Each chunk goes to exactly one caller. `own_taken` is the caller's count of chunks taken from
-  // its own run, starting at 0.
-  bool next(int self, int64_t* own_taken, int64_t* begin, int64_t* end);
+  // Each chunk goes to exactly one caller.
+  bool next(int self, int64_t* begin, int64_t* end);
 
  private:
-  struct Run {
+  // One cache line each, so that claims on one run do not stall the thread working another.
+  struct alignas(64) Run {
     int64_t first = 0, count = 0;      // chunks [first, first + count)
+    int64_t taken_front = 0;           // claims by the owner, from the front; only it touches this
     std::atomic<int64_t> claimed{0};  // claims made on this run; those below count succeeded
     std::atomic<int64_t> stolen{0};   // successful claims from the back, by other threads
   };
+  // Whether a chunk of `run` is still free, reserving it if so.
+  static bool claim(Run& run);
   void chunk_columns(int64_t chunk, int64_t* begin, int64_t* end) const;
 
   int64_t n_, chunk_columns_;

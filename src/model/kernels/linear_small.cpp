@@ -67,8 +67,8 @@ void run_over_columns(ColumnsKernel kernel, const Problem& p) {
 #pragma omp parallel
   {
     const int self = omp_get_thread_num();
-    int64_t own_taken = 0, begin = 0, end = 0;
-    while (runs.next(self, &own_taken, &begin, &end)) kernel(p, begin, end);
+    int64_t begin = 0, end = 0;
+    while (runs.next(self, &begin, &end)) kernel(p, begin, end);
   }
 }
 

@@ -15,40 +15,38 @@ namespace {
 
 using Chunk = std::pair<int64_t, int64_t>;  // [begin, end)
 
-std::vector<Chunk> take_all(ColumnRuns& runs, int self, int64_t* own_taken) {
+std::vector<Chunk> take_all(ColumnRuns& runs, int self) {
   std::vector<Chunk> got;
   int64_t begin = 0, end = 0;
-  while (runs.next(self, own_taken, &begin, &end)) got.emplace_back(begin, end);
+  while (runs.next(self, &begin, &end)) got.emplace_back(begin, end);
   return got;
 }
 
 // 1000 columns in chunks of 48: 21 chunks, the last one 40 columns; 3 runs of 7.
 TEST(ColumnRuns, OwnRunFrontToBackThenOthersFromTheBack) {
   ColumnRuns runs(1000, 48, 3);
-  int64_t taken1 = 0, begin = 0, end = 0;
-  ASSERT_TRUE(runs.next(1, &taken1, &begin, &end));  // thread 1 takes its first chunk
+  int64_t begin = 0, end = 0;
+  ASSERT_TRUE(runs.next(1, &begin, &end));  // thread 1 takes its first chunk
   EXPECT_EQ(Chunk(begin, end), Chunk(7 * 48, 8 * 48));
 
-  int64_t taken0 = 0;
-  const std::vector<Chunk> got = take_all(runs, 0, &taken0);  // thread 0 does everything else
+  const std::vector<Chunk> got = take_all(runs, 0);  // thread 0 does everything else
   std::vector<Chunk> expected;
   for (int64_t c = 0; c < 7; ++c) expected.emplace_back(c * 48, c * 48 + 48);      // own run
   for (int64_t c = 13; c >= 8; --c) expected.emplace_back(c * 48, c * 48 + 48);    // run 1's back
   expected.emplace_back(20 * 48, 1000);                                           // run 2's back
   for (int64_t c = 19; c >= 14; --c) expected.emplace_back(c * 48, c * 48 + 48);
   EXPECT_EQ(got, expected);
-  EXPECT_FALSE(runs.next(1, &taken1, &begin, &end));
-  EXPECT_FALSE(runs.next(2, &taken1, &begin, &end));
+  EXPECT_FALSE(runs.next(1, &begin, &end));
+  EXPECT_FALSE(runs.next(2, &begin, &end));
 }
 
 TEST(ColumnRuns, MoreThreadsThanChunksAndEmpty) {
   ColumnRuns runs(50, 48, 4);  // 2 chunks: runs of 0, 1, 0, 1 chunks; thread 0 visits 1, 2, 3
-  int64_t taken = 0;
-  const std::vector<Chunk> got = take_all(runs, 0, &taken);
+  const std::vector<Chunk> got = take_all(runs, 0);
   EXPECT_EQ(got, (std::vector<Chunk>{{0, 48}, {48, 50}}));
   ColumnRuns none(0, 48, 2);
   int64_t begin = 0, end = 0;
-  EXPECT_FALSE(none.next(1, &taken, &begin, &end));
+  EXPECT_FALSE(none.next(1, &begin, &end));
 }
 
 // Threads racing for 4 runs of 2000 chunks: every chunk exactly once. One thread starts late, so
@@ -65,7 +63,7 @@ TEST(ColumnRuns, ConcurrentClaimsCoverEveryChunkOnce) {
 #pragma omp single
     team = omp_get_num_threads();
     if (self == 3) {
-      // Wait until the others have taken a chunk from every run before starting.
+      // Start only once the others hold more chunks than their own runs have: some came from run 3.
       while (true) {
         int64_t seen = 0;
 #pragma omp critical
@@ -73,8 +71,8 @@ TEST(ColumnRuns, ConcurrentClaimsCoverEveryChunkOnce) {
         if (seen > 3 * kChunks / 4 || omp_get_num_threads() < kThreads) break;
       }
     }
-    int64_t taken = 0, begin = 0, end = 0;
-    while (runs.next(self, &taken, &begin, &end)) {
+    int64_t begin = 0, end = 0;
+    while (runs.next(self, &begin, &end)) {
 #pragma omp critical
       got[self].push_back(begin);
     }
