@@ -13,6 +13,7 @@
 #include "model/kernels/attention_small.h"
 #include "model/kernels/row_ops.h"
 #include "model/blas_check.h"
+#include "model/huge_pages.h"
 #include "model/safetensors.h"
 
 namespace dspark::model {
@@ -35,10 +36,21 @@ torch::Tensor read_tensor(const SafetensorsArchive& archive, const std::string& 
   const TensorView& view = archive.get(name, shape);
   torch::Tensor blob = torch::from_blob(const_cast<void*>(view.data), view.shape,
                                         torch::TensorOptions().dtype(to_scalar_type(view.dtype)));
-  return blob.to(dtype, /*non_blocking=*/false, /*copy=*/true).contiguous();
+  torch::Tensor tensor = empty_in_huge_pages(view.shape, dtype);
+  tensor.copy_(blob);
+  return tensor;
 }
 
 namespace {
+
+// Rows of several checkpoint matrices stacked into one (q, k, v -> qkv), in huge pages like
+// read_tensor's.
+torch::Tensor stack_rows(const std::vector<torch::Tensor>& parts) {
+  int64_t rows = 0;
+  for (const torch::Tensor& part : parts) rows += part.size(0);
+  torch::Tensor stacked = empty_in_huge_pages({rows, parts.front().size(1)}, parts.front().scalar_type());
+  return torch::cat_out(stacked, parts);
+}
 
 std::string layer_prefix(int64_t layer) { return "model.layers." + std::to_string(layer) + "."; }
 
@@ -153,7 +165,7 @@ DecoderLayer load_decoder_layer(const SafetensorsArchive& archive, const std::st
   const int64_t in = attention_input > 0 ? attention_input : c.hidden_size;
   DecoderLayer layer;
   layer.input_norm = vector(p + "input_layernorm.weight", c.hidden_size);
-  layer.qkv.weight = torch::cat({matrix(p + "self_attn.q_proj.weight", {q_dim, in}),
+  layer.qkv.weight = stack_rows({matrix(p + "self_attn.q_proj.weight", {q_dim, in}),
                                  matrix(p + "self_attn.k_proj.weight", {kv_dim, in}),
                                  matrix(p + "self_attn.v_proj.weight", {kv_dim, in})});
   if (c.attention_bias)
@@ -166,7 +178,7 @@ DecoderLayer load_decoder_layer(const SafetensorsArchive& archive, const std::st
   layer.o_proj.weight = matrix(p + "self_attn.o_proj.weight", {c.hidden_size, q_dim});
   layer.o_proj.bias = bias(p + "self_attn.o_proj.bias", c.hidden_size);
   layer.post_norm = vector(p + "post_attention_layernorm.weight", c.hidden_size);
-  layer.gate_up.weight = torch::cat({matrix(p + "mlp.gate_proj.weight", {c.intermediate_size, c.hidden_size}),
+  layer.gate_up.weight = stack_rows({matrix(p + "mlp.gate_proj.weight", {c.intermediate_size, c.hidden_size}),
                                      matrix(p + "mlp.up_proj.weight", {c.intermediate_size, c.hidden_size})});
   layer.down.weight = matrix(p + "mlp.down_proj.weight", {c.hidden_size, c.intermediate_size});
   if (!device.is_cpu())
