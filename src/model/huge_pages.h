@@ -1,9 +1,10 @@
 // CPU tensors backed by transparent huge pages, for the weight matrices every decode step streams
 // end to end. With 4 KiB pages a step of the Qwen3-0.6B shape crosses ~290,000 pages, and in a VM
 // each TLB miss is a two-level walk; 2 MiB pages cut that 512-fold. Measured on the 2-core dev VM
-// with the model loaded both ways in one process, alternating per forward (bf16, context 1024):
-// per-run medians of T(1) 0.86-1.01 and of T(8) 0.83-0.98 of the heap's (docs/benchmarks.md). The
-// KV cache measured the same either way, so it stays on the heap.
+// with the model loaded four times in one process (heap, huge, huge, heap, so that load order
+// cannot favour either), alternating per forward (bf16, context 1024, 2 runs): T(8) 1-7% less
+// time with the weights in huge pages, T(1) the same within noise (docs/benchmarks.md). The KV
+// cache stays on the heap.
 //
 // Linux asks for huge pages with madvise(MADV_HUGEPAGE), which works whenever
 // /sys/kernel/mm/transparent_hugepage/enabled is "always" or "madvise"; elsewhere, or when the

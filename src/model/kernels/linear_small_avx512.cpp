@@ -24,6 +24,21 @@ struct F32Weights {
   static __m512 madd(__m512 acc, WVec w, XVec x) { return _mm512_fmadd_ps(w, x, acc); }
 };
 
+// The same f32 weights read as two 32-byte halves of each line. With four or more rows of x per
+// tile the kernel is compute-bound while it streams, and there the halves ran faster than whole
+// 64-byte loads (all 28 layers' projections of the Qwen3-0.6B shape plus the LM head, f32 weights
+// in DRAM, one process switching per call, 3 runs: m = 8 -8% to -13%, m = 4 -6%; the whole
+// forward at context 1024, switching per step, 2 runs: T(8) -3.5% and -4.5%). With fewer rows
+// each x load serves more weight rows (2 x 8 and 3 x 6 tiles), so weight loads dominate and the
+// extra load per line made the tile load-bound (m = 2 and 3: +4-5%); those keep whole-line loads.
+// bf16 weights are read 32 bytes at a time already.
+constexpr int64_t kHalfLineRows = 4;
+struct F32HalfLineWeights : F32Weights {
+  static WVec load_w(const float* w) {
+    return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_loadu_ps(w)), _mm256_loadu_ps(w + 8), 1);
+  }
+};
+
 // bf16 is the top half of an f32, so widening is exact: zero-extend to 32 bits, shift left 16.
 __m512 widen_bf16(__m256i bits) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(bits), 16));
@@ -54,7 +69,11 @@ void pack_x_avx512(const float* x, int64_t m, int64_t k, void* out) {
 
 void columns_avx512(const Problem& p, int64_t n_begin, int64_t n_end) {
   if (p.w_dtype == WeightDType::kF32) {
-    for_each_tile<Avx512Tiles<F32Weights>>(p, n_begin, n_end);
+    if (p.m >= kHalfLineRows) {
+      for_each_tile<Avx512Tiles<F32HalfLineWeights>>(p, n_begin, n_end);
+    } else {
+      for_each_tile<Avx512Tiles<F32Weights>>(p, n_begin, n_end);
+    }
   } else {
     for_each_tile<Avx512Tiles<Bf16ExactWeights>>(p, n_begin, n_end);
   }
