@@ -182,7 +182,8 @@ void write_kv_rows(KvCache& cache, int64_t cache_layer, int64_t slot, int64_t fi
 DecoderLayer load_decoder_layer(const SafetensorsArchive& archive, const std::string& prefix, const ModelConfig& config,
                                 torch::ScalarType matrix_dtype, const torch::Device& device,
                                 int64_t attention_input = 0);
-// A checkpoint tensor copied out of the mmap in `dtype`; throws if absent or mis-shaped.
+// A checkpoint tensor copied out of the mmap in `dtype` (into huge pages when it is large, see
+// huge_pages.h); throws if absent or mis-shaped.
 torch::Tensor read_tensor(const SafetensorsArchive& archive, const std::string& name, const std::vector<int64_t>& shape,
                           torch::ScalarType dtype);
 
