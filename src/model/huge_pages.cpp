@@ -2,6 +2,8 @@
 
 #include <sys/mman.h>
 
+#include <c10/util/accumulate.h>
+
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
@@ -37,9 +39,7 @@ void* map_aligned(size_t bytes) {
 
 torch::Tensor empty_in_huge_pages(const std::vector<int64_t>& shape, torch::ScalarType dtype) {
   const auto options = torch::TensorOptions().dtype(dtype);
-  int64_t numel = 1;
-  for (int64_t size : shape) numel *= size;
-  const int64_t bytes = numel * static_cast<int64_t>(torch::elementSize(dtype));
+  const int64_t bytes = c10::multiply_integers(shape) * static_cast<int64_t>(torch::elementSize(dtype));
   if (bytes < kHugePageBytes) return torch::empty(shape, options);
   const size_t length = round_up(static_cast<size_t>(bytes), kPageBytes);
   void* data = map_aligned(length);

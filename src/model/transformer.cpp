@@ -29,27 +29,45 @@ torch::ScalarType to_scalar_type(DType dtype) {
   DSPARK_ASSERT(false);
 }
 
+// Checkpoint tensor `name` (checked against `shape`) as a tensor over the read-only mapping, in
+// its stored dtype; valid while the archive lives.
+torch::Tensor mapped_tensor(const SafetensorsArchive& archive, const std::string& name,
+                            const std::vector<int64_t>& shape) {
+  const TensorView& view = archive.get(name, shape);
+  return torch::from_blob(const_cast<void*>(view.data), view.shape,
+                          torch::TensorOptions().dtype(to_scalar_type(view.dtype)));
+}
+
 }  // namespace
 
 torch::Tensor read_tensor(const SafetensorsArchive& archive, const std::string& name,
                           const std::vector<int64_t>& shape, torch::ScalarType dtype) {
-  const TensorView& view = archive.get(name, shape);
-  torch::Tensor blob = torch::from_blob(const_cast<void*>(view.data), view.shape,
-                                        torch::TensorOptions().dtype(to_scalar_type(view.dtype)));
-  torch::Tensor tensor = empty_in_huge_pages(view.shape, dtype);
-  tensor.copy_(blob);
+  const torch::Tensor mapped = mapped_tensor(archive, name, shape);
+  torch::Tensor tensor = empty_in_huge_pages(mapped.sizes().vec(), dtype);
+  tensor.copy_(mapped);
   return tensor;
 }
 
 namespace {
 
-// Rows of several checkpoint matrices stacked into one (q, k, v -> qkv), in huge pages like
-// read_tensor's.
-torch::Tensor stack_rows(const std::vector<torch::Tensor>& parts) {
+struct RowPart {
+  std::string name;
+  int64_t rows;
+};
+
+// Checkpoint matrices [rows, cols] stacked by rows into one (q, k, v -> qkv), in huge pages like
+// read_tensor's; each is copied from the mapping straight into its rows.
+torch::Tensor read_stacked_rows(const SafetensorsArchive& archive, const std::vector<RowPart>& parts, int64_t cols,
+                                torch::ScalarType dtype) {
   int64_t rows = 0;
-  for (const torch::Tensor& part : parts) rows += part.size(0);
-  torch::Tensor stacked = empty_in_huge_pages({rows, parts.front().size(1)}, parts.front().scalar_type());
-  return torch::cat_out(stacked, parts);
+  for (const RowPart& part : parts) rows += part.rows;
+  torch::Tensor stacked = empty_in_huge_pages({rows, cols}, dtype);
+  int64_t first = 0;
+  for (const RowPart& part : parts) {
+    stacked.narrow(0, first, part.rows).copy_(mapped_tensor(archive, part.name, {part.rows, cols}));
+    first += part.rows;
+  }
+  return stacked;
 }
 
 std::string layer_prefix(int64_t layer) { return "model.layers." + std::to_string(layer) + "."; }
@@ -165,9 +183,9 @@ DecoderLayer load_decoder_layer(const SafetensorsArchive& archive, const std::st
   const int64_t in = attention_input > 0 ? attention_input : c.hidden_size;
   DecoderLayer layer;
   layer.input_norm = vector(p + "input_layernorm.weight", c.hidden_size);
-  layer.qkv.weight = stack_rows({matrix(p + "self_attn.q_proj.weight", {q_dim, in}),
-                                 matrix(p + "self_attn.k_proj.weight", {kv_dim, in}),
-                                 matrix(p + "self_attn.v_proj.weight", {kv_dim, in})});
+  layer.qkv.weight = read_stacked_rows(
+      archive, {{p + "self_attn.q_proj.weight", q_dim}, {p + "self_attn.k_proj.weight", kv_dim},
+                {p + "self_attn.v_proj.weight", kv_dim}}, in, matrix_dtype);
   if (c.attention_bias)
     layer.qkv.bias = torch::cat({bias(p + "self_attn.q_proj.bias", q_dim), bias(p + "self_attn.k_proj.bias", kv_dim),
                                  bias(p + "self_attn.v_proj.bias", kv_dim)});
@@ -178,8 +196,9 @@ DecoderLayer load_decoder_layer(const SafetensorsArchive& archive, const std::st
   layer.o_proj.weight = matrix(p + "self_attn.o_proj.weight", {c.hidden_size, q_dim});
   layer.o_proj.bias = bias(p + "self_attn.o_proj.bias", c.hidden_size);
   layer.post_norm = vector(p + "post_attention_layernorm.weight", c.hidden_size);
-  layer.gate_up.weight = stack_rows({matrix(p + "mlp.gate_proj.weight", {c.intermediate_size, c.hidden_size}),
-                                     matrix(p + "mlp.up_proj.weight", {c.intermediate_size, c.hidden_size})});
+  layer.gate_up.weight = read_stacked_rows(
+      archive, {{p + "mlp.gate_proj.weight", c.intermediate_size}, {p + "mlp.up_proj.weight", c.intermediate_size}},
+      c.hidden_size, matrix_dtype);
   layer.down.weight = matrix(p + "mlp.down_proj.weight", {c.hidden_size, c.intermediate_size});
   if (!device.is_cpu())
     for (torch::Tensor* t : {&layer.input_norm, &layer.qkv.weight, &layer.qkv.bias, &layer.q_norm, &layer.k_norm,
