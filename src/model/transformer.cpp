@@ -165,7 +165,8 @@ torch::Tensor Transformer::attention(const torch::Tensor& q, KvCache& cache, int
   }
   if (!small.empty()) {
     torch::Tensor qc = q.contiguous();
-    kernels::attention_small(qc.data_ptr<float>(), small.data(), static_cast<int64_t>(small.size()), c.n_heads,
+    kernels::attention_small(qc.data_ptr<float>(), c.n_heads * c.head_dim, small.data(),
+                             static_cast<int64_t>(small.size()), c.n_heads,
                              c.n_kv_heads, c.head_dim, cache.capacity(), scale, out.data_ptr<float>());
   }
   return out.view({q.size(0), c.n_heads * c.head_dim});
@@ -301,10 +302,9 @@ void decoder_layer_rows(const DecoderLayer& layer, const ModelConfig& c, KvCache
     row += seq.n_new;
   }
   DSPARK_ASSERT(row == n);
-  // The kernel reads q rows at a stride of n_heads * head_dim: pack them out of the fused rows.
-  torch::Tensor q = qkv.narrow(1, 0, q_dim).contiguous();
   torch::Tensor attn = torch::empty({n, q_dim}, x.options());
-  kernels::attention_small(q.data_ptr<float>(), attention_seqs.data(), static_cast<int64_t>(attention_seqs.size()),
+  // q is read in place from the fused q/k/v rows.
+  kernels::attention_small(qkv_p, qkv_dim, attention_seqs.data(), static_cast<int64_t>(attention_seqs.size()),
                            c.n_heads, c.n_kv_heads, hd, cache.capacity(),
                            1.0f / std::sqrt(static_cast<float>(hd)), attn.data_ptr<float>());
   kernels::add_in_place(xp, layer.o_proj.forward(attn).data_ptr<float>(), n * hidden);

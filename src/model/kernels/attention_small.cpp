@@ -24,7 +24,7 @@ HeadGroupKernel select_kernel(Isa isa, int64_t head_dim) {
 }
 
 struct Shape {
-  int64_t n_heads, n_kv_heads, head_dim, capacity;
+  int64_t q_row_stride, n_heads, n_kv_heads, head_dim, capacity;
   float scale;
 };
 
@@ -39,14 +39,15 @@ HeadGroupTask make_task(const float* q, float* out, const AttentionSeq& seq, int
   const int64_t stride = (keys + kScoresAlignment - 1) / kScoresAlignment * kScoresAlignment;
   const size_t needed = static_cast<size_t>(rows * stride + rows + kScoresAlignment * s.head_dim);
   if (scratch->size() < needed) scratch->resize(needed);
-  if (offsets_scratch->size() < static_cast<size_t>(rows)) offsets_scratch->resize(rows);
+  if (offsets_scratch->size() < static_cast<size_t>(2 * rows)) offsets_scratch->resize(2 * rows);
 
-  const int64_t first_row = seq.token_begin * s.n_heads * s.head_dim + kv_head * group * s.head_dim;
+  const int64_t first_head = kv_head * group * s.head_dim;
   const int64_t kv_offset = kv_head * s.capacity * s.head_dim;
   HeadGroupTask t;
-  t.q = q + first_row;
-  t.out = out + first_row;
-  t.token_stride = s.n_heads * s.head_dim;
+  t.q = q + seq.token_begin * s.q_row_stride + first_head;
+  t.out = out + seq.token_begin * s.n_heads * s.head_dim + first_head;
+  t.q_token_stride = s.q_row_stride;
+  t.out_token_stride = s.n_heads * s.head_dim;
   t.group = group;
   t.n_new = seq.n_new;
   t.n_past = seq.n_past;
@@ -59,23 +60,24 @@ HeadGroupTask make_task(const float* q, float* out, const AttentionSeq& seq, int
   t.scores_stride = stride;
   t.inv_sums = scratch->data() + rows * stride;
   t.key_tail = t.inv_sums + rows;
-  t.row_offsets = offsets_scratch->data();
+  t.q_offsets = offsets_scratch->data();
+  t.out_offsets = offsets_scratch->data() + rows;
   return t;
 }
 
 }  // namespace
 
-void attention_small(const float* q, const AttentionSeq* seqs, int64_t n_seqs, int64_t n_heads,
-                     int64_t n_kv_heads, int64_t head_dim, int64_t capacity, float scale,
+void attention_small(const float* q, int64_t q_row_stride, const AttentionSeq* seqs, int64_t n_seqs,
+                     int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, int64_t capacity, float scale,
                      float* out) {
   DSPARK_ASSERT(n_seqs >= 0 && n_heads > 0 && n_kv_heads > 0 && head_dim > 0);
-  DSPARK_ASSERT(n_heads % n_kv_heads == 0);
+  DSPARK_ASSERT(n_heads % n_kv_heads == 0 && q_row_stride >= n_heads * head_dim);
   for (int64_t i = 0; i < n_seqs; ++i) {
     DSPARK_ASSERT(seqs[i].n_past >= 0 && seqs[i].n_new >= 0 && seqs[i].token_begin >= 0);
     DSPARK_ASSERT(seqs[i].n_past + seqs[i].n_new <= capacity);
   }
   const HeadGroupKernel kernel = select_kernel(current_isa(), head_dim);
-  const Shape shape{n_heads, n_kv_heads, head_dim, capacity, scale};
+  const Shape shape{q_row_stride, n_heads, n_kv_heads, head_dim, capacity, scale};
   const int64_t tasks = n_seqs * n_kv_heads;
   // Dynamic scheduling: ragged sequences make tasks unequal, and a task is long enough (a whole
   // kv head's cache) that handing them out one by one costs nothing measurable.

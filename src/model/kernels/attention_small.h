@@ -21,7 +21,9 @@ struct AttentionSeq {
 
 // Query head h reads kv head h / (n_heads / n_kv_heads); new token i of a sequence attends to its
 // positions 0 .. n_past + i (causal) or 0 .. n_past + n_new - 1 (not). Rows of out not covered by any sequence are left untouched.
-void attention_small(const float* q,            // [n_tokens, n_heads, head_dim], already rotated
+void attention_small(const float* q,        // [n_tokens, q_row_stride], already rotated: n_heads x
+                                           // head_dim at the start of each row, the rest not read
+                     int64_t q_row_stride,  // >= n_heads * head_dim (e.g. the fused q/k/v row width)
                      const AttentionSeq* seqs,  // [n_seqs]
                      int64_t n_seqs, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
                      int64_t capacity, float scale,

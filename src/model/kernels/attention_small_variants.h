@@ -13,9 +13,10 @@ namespace dspark::kernels::attention_small_detail {
 // Rows of a task: row r is new token r / group of the sequence, query head r % group of the kv
 // head's group. Row r attends to keys 0 .. n_past + r / group (causal) or all n_past + n_new.
 struct HeadGroupTask {
-  const float* q;        // row r at q + (r / group) * token_stride + (r % group) * head_dim
-  float* out;            // same layout as q
-  int64_t token_stride;  // n_heads * head_dim
+  const float* q;            // row r at q + (r / group) * q_token_stride + (r % group) * head_dim
+  float* out;                // row r at out + (r / group) * out_token_stride + (r % group) * head_dim
+  int64_t q_token_stride;    // >= n_heads * head_dim (q may sit in the fused q/k/v rows)
+  int64_t out_token_stride;  // n_heads * head_dim
   int64_t group;         // query heads per kv head
   int64_t n_new;
   int64_t n_past;
@@ -28,7 +29,8 @@ struct HeadGroupTask {
   int64_t scores_stride;  // n_past + n_new rounded up to kScoresAlignment
   float* inv_sums;        // scratch [group * n_new]
   float* key_tail;        // scratch [kScoresAlignment, head_dim]: the last keys, zero-padded
-  int64_t* row_offsets;   // scratch [group * n_new]: where row r starts in q and out
+  int64_t* q_offsets;     // scratch [group * n_new]: where row r starts in q
+  int64_t* out_offsets;   // scratch [group * n_new]: where row r starts in out
 };
 
 // Also the widest SIMD width, so a block of scores never runs past a row.
@@ -69,12 +71,14 @@ struct HeadGroupAttention {
 
   static int64_t rows(const HeadGroupTask& t) { return t.group * t.n_new; }
   static int64_t keys(const HeadGroupTask& t) { return t.n_past + t.n_new; }
-  static int64_t row_offset(const HeadGroupTask& t, int64_t r) { return t.row_offsets[r]; }
+  static const float* q_row(const HeadGroupTask& t, int64_t r) { return t.q + t.q_offsets[r]; }
+  static float* out_row(const HeadGroupTask& t, int64_t r) { return t.out + t.out_offsets[r]; }
 
   // Once per task, keeping integer divisions out of the per-block loops.
   static void compute_row_offsets(const HeadGroupTask& t) {
     for (int64_t r = 0; r < rows(t); ++r) {
-      t.row_offsets[r] = (r / t.group) * t.token_stride + (r % t.group) * t.head_dim;
+      t.q_offsets[r] = (r / t.group) * t.q_token_stride + (r % t.group) * t.head_dim;
+      t.out_offsets[r] = (r / t.group) * t.out_token_stride + (r % t.group) * t.head_dim;
     }
   }
 
@@ -146,7 +150,7 @@ struct HeadGroupAttention {
     const int64_t d = t.head_dim, r0 = tile * RT;
     const Reg scale = V::broadcast(t.scale);
     const float* q[RT];
-    for (int i = 0; i < RT; ++i) q[i] = t.q + row_offset(t, r0 + i);
+    for (int i = 0; i < RT; ++i) q[i] = q_row(t, r0 + i);
     const bool prefetch = tile < KT && j0 + 2 * W <= keys(t);
     const float* next_key = k_block + (W + kg + tile) * d;
     Reg acc[W];  // acc[i * KT + kk]: row r0 + i, key j0 + kg + kk
@@ -176,7 +180,7 @@ struct HeadGroupAttention {
   static void score_rows(const HeadGroupTask& t, const float* k_block, int64_t j0, int64_t r_begin) {
     const Reg scale = V::broadcast(t.scale);
     for (int64_t r = r_begin; r < rows(t); ++r) {
-      const float* q = t.q + row_offset(t, r);
+      const float* q = q_row(t, r);
       Reg qv[R];
 #pragma GCC unroll 8
       for (int c = 0; c < R; ++c) qv[c] = V::load(q + c * W);
@@ -200,7 +204,7 @@ struct HeadGroupAttention {
     const int64_t d = t.head_dim;
     const Reg scale = V::broadcast(t.scale);
     for (int64_t r = 0; r < rows(t); ++r) {
-      const float* q = t.q + row_offset(t, r);
+      const float* q = q_row(t, r);
       Reg acc[W];
 #pragma GCC unroll 16
       for (int jj = 0; jj < W; ++jj) acc[jj] = V::zero();
@@ -250,7 +254,7 @@ struct HeadGroupAttention {
     const float* p_rows[RB];
 #pragma GCC unroll 16
     for (int rr = 0; rr < RB; ++rr) {
-      out_rows[rr] = t.out + row_offset(t, r0 + rr) + c0;
+      out_rows[rr] = out_row(t, r0 + rr) + c0;
       p_rows[rr] = t.scores + (r0 + rr) * t.scores_stride;
 #pragma GCC unroll 8
       for (int c = 0; c < CH; ++c) acc[rr][c] = V::load(out_rows[rr] + c * W);
@@ -322,14 +326,14 @@ struct HeadGroupAttention {
       with_row_regs(t.head_dim / W, [&]<int R>() { key_block = accumulate_whole_rows<R>; });
     }
     for (int64_t r = 0; r < rows(t); ++r) {
-      float* o = t.out + row_offset(t, r);
+      float* o = out_row(t, r);
       for (int64_t c = 0; c < t.head_dim; c += W) V::store(o + c, V::zero());
     }
     for (int64_t j = 0; j < keys(t); j += kKeyBlock) {
       key_block(t, j, j + kKeyBlock < keys(t) ? j + kKeyBlock : keys(t));
     }
     for (int64_t r = 0; r < rows(t); ++r) {
-      float* o = t.out + row_offset(t, r);
+      float* o = out_row(t, r);
       const Reg inv_sum = V::broadcast(t.inv_sums[r]);
       for (int64_t c = 0; c < t.head_dim; c += W) {
         V::store(o + c, V::mul(V::load(o + c), inv_sum));

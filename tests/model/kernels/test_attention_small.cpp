@@ -103,7 +103,7 @@ std::vector<float> run(const Case& c, const Data& d) {
          c.seqs[s].causal});
   }
   std::vector<float> out(d.q.size(), std::nanf(""));
-  attention_small(d.q.data(), seqs.data(), static_cast<int64_t>(seqs.size()), c.n_heads,
+  attention_small(d.q.data(), c.n_heads * c.head_dim, seqs.data(), static_cast<int64_t>(seqs.size()), c.n_heads,
                   c.n_kv_heads, c.head_dim, c.capacity, scale_of(c), out.data());
   return out;
 }
@@ -205,10 +205,37 @@ TEST(AttentionSmall, TokenOutputIndependentOfBatching) {
   }
 }
 
+// The decoder layer hands attention its q rows in place inside the fused q/k/v rows: q read at a
+// row stride wider than n_heads * head_dim must give the bits of the packed layout, and nothing
+// between the rows (NaN here, which would spread into any output that read it) may be touched.
+TEST(AttentionSmall, QRowsReadAtAWiderStride) {
+  DispatchGuard guard;
+  const Case c{16, 8, 128, 400, 13, {{290, 0, 8}, {37, 8, 5}}, 3.0f};
+  const Data d = make_data(c, 23);
+  const int64_t q_size = c.n_heads * c.head_dim, stride = q_size + 2 * c.n_kv_heads * c.head_dim;
+  std::vector<float> wide(c.n_tokens * stride, std::nanf(""));
+  for (int64_t t = 0; t < c.n_tokens; ++t) {
+    std::copy_n(d.q.data() + t * q_size, q_size, wide.data() + t * stride);
+  }
+  std::vector<AttentionSeq> seqs;
+  for (size_t s = 0; s < c.seqs.size(); ++s) {
+    seqs.push_back({d.k[s].data(), d.v[s].data(), c.seqs[s].n_past, c.seqs[s].token_begin, c.seqs[s].n_new});
+  }
+  for (Isa isa : available_isas()) {
+    set_isa(isa);
+    SCOPED_TRACE(isa_name(isa));
+    const std::vector<float> packed = run(c, d);
+    std::vector<float> strided(packed.size(), 0.0f);
+    attention_small(wide.data(), stride, seqs.data(), static_cast<int64_t>(seqs.size()), c.n_heads,
+                    c.n_kv_heads, c.head_dim, c.capacity, scale_of(c), strided.data());
+    for (size_t e = 0; e < packed.size(); ++e) ASSERT_EQ(strided[e], packed[e]) << "element " << e;
+  }
+}
+
 TEST(AttentionSmall, NoSequencesTouchesNothing) {
   const float q[16] = {};
   std::vector<float> out(16, 5.0f);
-  attention_small(q, nullptr, 0, 1, 1, 16, 4, 1.0f, out.data());
+  attention_small(q, 16, nullptr, 0, 1, 1, 16, 4, 1.0f, out.data());
   for (float v : out) EXPECT_EQ(v, 5.0f);
 }
 
