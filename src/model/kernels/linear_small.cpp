@@ -52,7 +52,7 @@ Variant select_variant(Isa isa, WeightDType w_dtype, Bf16Math math) {
 }
 
 // Columns per chunk handed to a thread (ColumnRuns): a multiple of kColumnAlignment and of the
-// AVX-512 tiles' 24-column blocks; at 8 rows and k = 1024 a chunk is ~4 us of one core's work.
+// AVX-512 tiles' 48-column blocks; at 8 rows and k = 1024 a chunk is ~4 us of one core's work.
 constexpr int64_t kChunkColumns = 48;
 static_assert(kChunkColumns % kColumnAlignment == 0);
 

@@ -237,10 +237,11 @@ TEST(LinearSmall, IndependentOfColumnSplit) {
 // A row's result must not depend on which other rows share the call: speculative decoding needs
 // verify (m = 8) to reproduce decode (m = 1) bit for bit. The summation order per output is fixed
 // by k alone, whatever the register tile, so exact equality is expected. k = 3000 makes the
-// 8-row tile walk k in blocks (x does not fit L1 whole) while a single row does not.
+// 8-row tile walk k in blocks (x does not fit L1 whole) while a single row does not; n = 101
+// gives it two whole 48-column blocks and a partial one.
 TEST(LinearSmall, RowsAreBitwiseIndependentOfBatch) {
   DispatchGuard guard;
-  for (const Shape s : {Shape{9, 333, 70}, Shape{9, 3000, 37}}) {
+  for (const Shape s : {Shape{9, 333, 70}, Shape{9, 3000, 101}}) {
     const Operands o = make_operands(s, 11);
     for (Isa isa : available_isas()) {
       set_isa(isa);
