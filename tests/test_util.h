@@ -69,10 +69,8 @@ inline CommandResult run_dspark(const std::string& args) {
   // Appended piece by piece: GCC 12 warns (-Wstringop-overflow, a false positive) on the chain of
   // operator+ that builds the same string.
   std::string cmd = DSPARK_BINARY;
-  for (const std::string& piece : {std::string(" "), args, std::string(" > "), (dir / "out").string(),
-                                   std::string(" 2> "), (dir / "err").string()}) {
-    cmd += piece;
-  }
+  cmd.append(" ").append(args).append(" > ").append((dir / "out").string()).append(" 2> ").append(
+      (dir / "err").string());
   const int status = std::system(cmd.c_str());
   CommandResult r;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;

@@ -95,7 +95,8 @@ std::vector<double> reference(const Case& c, const Data& d) {
   return out;
 }
 
-std::vector<float> run(const Case& c, const Data& d) {
+// q defaults to d.q in its packed layout; a test may pass the same rows at a wider stride.
+std::vector<float> run(const Case& c, const Data& d, const float* q = nullptr, int64_t q_row_stride = 0) {
   std::vector<AttentionSeq> seqs;
   for (size_t s = 0; s < c.seqs.size(); ++s) {
     seqs.push_back(
@@ -103,8 +104,9 @@ std::vector<float> run(const Case& c, const Data& d) {
          c.seqs[s].causal});
   }
   std::vector<float> out(d.q.size(), std::nanf(""));
-  attention_small(d.q.data(), c.n_heads * c.head_dim, seqs.data(), static_cast<int64_t>(seqs.size()), c.n_heads,
-                  c.n_kv_heads, c.head_dim, c.capacity, scale_of(c), out.data());
+  attention_small(q != nullptr ? q : d.q.data(), q != nullptr ? q_row_stride : c.n_heads * c.head_dim,
+                  seqs.data(), static_cast<int64_t>(seqs.size()), c.n_heads, c.n_kv_heads, c.head_dim,
+                  c.capacity, scale_of(c), out.data());
   return out;
 }
 
@@ -217,17 +219,11 @@ TEST(AttentionSmall, QRowsReadAtAWiderStride) {
   for (int64_t t = 0; t < c.n_tokens; ++t) {
     std::copy_n(d.q.data() + t * q_size, q_size, wide.data() + t * stride);
   }
-  std::vector<AttentionSeq> seqs;
-  for (size_t s = 0; s < c.seqs.size(); ++s) {
-    seqs.push_back({d.k[s].data(), d.v[s].data(), c.seqs[s].n_past, c.seqs[s].token_begin, c.seqs[s].n_new});
-  }
   for (Isa isa : available_isas()) {
     set_isa(isa);
     SCOPED_TRACE(isa_name(isa));
     const std::vector<float> packed = run(c, d);
-    std::vector<float> strided(packed.size(), 0.0f);
-    attention_small(wide.data(), stride, seqs.data(), static_cast<int64_t>(seqs.size()), c.n_heads,
-                    c.n_kv_heads, c.head_dim, c.capacity, scale_of(c), strided.data());
+    const std::vector<float> strided = run(c, d, wide.data(), stride);
     for (size_t e = 0; e < packed.size(); ++e) ASSERT_EQ(strided[e], packed[e]) << "element " << e;
   }
 }
