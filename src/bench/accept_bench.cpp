@@ -1,19 +1,35 @@
 #include "bench/accept_bench.h"
 
+#include <algorithm>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
+#include "engine/engine.h"
 #include "tokenizer/chat_template.h"
 
 namespace dspark::bench {
 
-std::vector<std::string> read_prompts(const std::string& file, const std::string& format, int64_t limit) {
+namespace {
+
+// "turns" unless the file's first line has an "instruction" and no "turns".
+std::string detect_format(const std::string& file) {
+  std::ifstream in(file);
+  std::string line;
+  std::getline(in, line);
+  return line.find("\"turns\"") == std::string::npos && line.find("\"instruction\"") != std::string::npos ? "instruction"
+                                                                                                           : "turns";
+}
+
+}  // namespace
+
+std::vector<std::string> read_prompts(const std::string& file, const std::string& format_flag, int64_t limit) {
   std::ifstream in(file);
   if (!in) throw Error(file + ": cannot open the prompt file");
+  const std::string format = format_flag == "auto" ? detect_format(file) : format_flag;
   if (format != "turns" && format != "instruction")
-    throw Error("--prompt-format must be turns or instruction, not " + format);
+    throw Error("--prompt-format must be auto, turns or instruction, not " + format);
   std::vector<std::string> prompts;
   std::string line;
   int64_t line_no = 0;
@@ -40,27 +56,40 @@ std::vector<std::string> read_prompts(const std::string& file, const std::string
   return prompts;
 }
 
-engine::SpeculativeStats run_accept(model::Transformer& target, draft::Drafter& drafter,
-                                    const tokenizer::Tokenizer& tok, const std::string& model_dir,
-                                    const std::vector<std::string>& prompts, const AcceptOptions& o,
-                                    const std::function<void(int64_t)>& on_prompt_done) {
+AcceptResult run_accept(model::Transformer& target, draft::Drafter& drafter, const tokenizer::Tokenizer& tok,
+                        const std::string& model_dir, const std::vector<std::string>& prompts, const AcceptOptions& o,
+                        const std::function<void(int64_t)>& on_prompt_done) {
   const tokenizer::ChatTemplate chat = tokenizer::ChatTemplate::load(model_dir);
   const model::GenerationConfig generation = model::GenerationConfig::load_or_default(model_dir, target.config());
-  engine::SpeculativeStats pooled;
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    engine::GenerationRequest request;
+  std::vector<std::vector<int64_t>> prompt_ids;
+  int64_t longest = 0;
+  for (const std::string& prompt : prompts) {
     const std::vector<int32_t> ids =
-        tok.encode(chat.render({{"user", prompts[i]}}, {.add_generation_prompt = true, .enable_thinking = false}));
-    request.prompt_ids.assign(ids.begin(), ids.end());
+        tok.encode(chat.render({{"user", prompt}}, {.add_generation_prompt = true, .enable_thinking = false}));
+    prompt_ids.emplace_back(ids.begin(), ids.end());
+    longest = std::max<int64_t>(longest, static_cast<int64_t>(ids.size()));
+  }
+  engine::Engine engine(target, &drafter,
+                        {.max_concurrency = 1, .max_context = longest + o.max_tokens, .gamma = o.gamma,
+                         .schedule = schedule::ScheduleKind::kFixed, .record_rounds = true});
+  for (size_t i = 0; i < prompt_ids.size(); ++i) {
+    engine::EngineRequest request;
+    request.prompt_ids = std::move(prompt_ids[i]);
     request.sampling = {.temperature = o.temperature, .seed = o.seed + i};
     request.max_tokens = o.max_tokens;
     request.stop_ids = generation.eos_token_ids;
-    const engine::SpeculativeResult r = engine::generate_speculative(
-        target, drafter, request, {.gamma = o.gamma, .confidence_threshold = o.confidence_threshold});
-    pooled.merge(r.stats);
-    if (on_prompt_done) on_prompt_done(static_cast<int64_t>(i) + 1);
+    request.confidence_threshold = o.confidence_threshold;
+    engine.submit(std::move(request));
   }
-  return pooled;
+  AcceptResult result;
+  int64_t done = 0;
+  while (!engine.idle())
+    for (engine::RequestOutcome& outcome : engine.step()) {
+      result.stats.merge(outcome.stats);
+      result.rounds.insert(result.rounds.end(), outcome.rounds.begin(), outcome.rounds.end());
+      if (on_prompt_done) on_prompt_done(++done);
+    }
+  return result;
 }
 
 }  // namespace dspark::bench

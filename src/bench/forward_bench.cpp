@@ -5,7 +5,7 @@
 #include <random>
 
 #include "bench/median.h"
-#include "engine/autoregressive.h"
+#include "engine/engine.h"
 
 namespace dspark::bench {
 
@@ -132,14 +132,16 @@ ForwardBenchResult run_forward_bench(model::Transformer& model, const ForwardBen
   result.weight_gb_per_s = result.weight_bytes / (result.decode_step_ms * 1e-3) / 1e9;
 
   if (progress) progress("autoregressive decode");
-  engine::GenerationRequest request;
+  engine::EngineRequest request;
   request.prompt_ids = random_ids(16, c.vocab_size, rng);
   request.sampling.temperature = 0;
   request.max_tokens = options.decode_tokens;
   std::vector<double> rates;
   for (int run = 0; run < 3; ++run) {
-    const engine::GenerationResult r = engine::generate_autoregressive(model, request, 1).front();
-    rates.push_back(static_cast<double>(r.ids.size()) / (r.seconds - r.prefill_seconds));
+    engine::Engine engine(model, nullptr,
+                          {.max_concurrency = 1, .max_context = 16 + options.decode_tokens, .schedule = schedule::ScheduleKind::kNone});
+    engine.submit(request);
+    rates.push_back(engine.run().front().stats.decode_tokens_per_second());
   }
   result.decode_tokens_per_s = median(rates);
   return result;

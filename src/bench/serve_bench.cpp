@@ -51,7 +51,7 @@ ServePoint run_serve_point(model::Transformer& target, draft::Drafter* drafter, 
   if (prompts.empty()) throw Error("bench serve: no prompts");
   int64_t longest = 0;
   for (const auto& p : prompts) longest = std::max<int64_t>(longest, static_cast<int64_t>(p.size()));
-  engine::BatchEngine engine(target, drafter, {.max_concurrency = concurrency, .max_context = longest + o.max_tokens,
+  engine::Engine engine(target, drafter, {.max_concurrency = concurrency, .max_context = longest + o.max_tokens,
                                                .gamma = o.gamma, .schedule = kind, .threshold = o.threshold,
                                                .step_cost = &step_cost});
   const int64_t n_requests = std::max(o.min_requests, concurrency * o.requests_per_client);
@@ -70,9 +70,9 @@ ServePoint run_serve_point(model::Transformer& target, draft::Drafter* drafter, 
   std::vector<double> user_tps;
   while (!engine.idle()) {
     for (const engine::RequestOutcome& done : engine.step()) {
-      const int64_t n = static_cast<int64_t>(done.result.ids.size());
+      const int64_t n = done.stats.generated_tokens;
       point.output_tokens += n;
-      if (done.result.seconds > 0 && n > 0) user_tps.push_back(static_cast<double>(n) / done.result.seconds);
+      if (done.stats.seconds > 0 && n > 0) user_tps.push_back(static_cast<double>(n) / done.stats.seconds);
       if (submitted < n_requests) submit_next();  // the client's next request
     }
   }

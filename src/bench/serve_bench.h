@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "draft/drafter.h"
-#include "engine/batch_engine.h"
+#include "engine/engine.h"
 #include "model/transformer.h"
 
 namespace dspark::bench {

@@ -58,6 +58,31 @@ std::optional<tokenizer::Tokenizer> load_tokenizer_if_present(const std::string&
   return tokenizer::Tokenizer::load(model_dir);
 }
 
+std::vector<int32_t> known_ids(const tokenizer::Tokenizer& tok, const std::vector<int64_t>& ids) {
+  std::vector<int32_t> known;
+  for (int64_t id : ids)
+    if (tok.has_id(static_cast<int32_t>(id))) known.push_back(static_cast<int32_t>(id));
+  return known;
+}
+
+nlohmann::json stats_json(const engine::RequestStats& s) {
+  return {{"prompt_tokens", s.prompt_tokens},
+          {"generated_tokens", s.generated_tokens},
+          {"queued_seconds", s.queued_seconds},
+          {"first_token_seconds", s.first_token_seconds},
+          {"seconds", s.seconds},
+          {"tokens_per_second", s.decode_tokens_per_second()},
+          {"num_steps", s.num_steps},
+          {"num_drafts", s.num_drafts},
+          {"num_draft_tokens", s.num_draft_tokens},
+          {"num_accepted_tokens", s.num_accepted_tokens},
+          {"num_accepted_tokens_per_pos", s.num_accepted_tokens_per_pos},
+          {"acceptance_length", s.acceptance_length()},
+          {"mean_acceptance_length", s.mean_acceptance_length()},
+          {"acceptance_rate", s.acceptance_rate()},
+          {"conditional_acceptance", s.conditional_accept_rate()}};
+}
+
 int64_t resolve_gamma(const std::optional<int64_t>& flag, const draft::Drafter& drafter) {
   const int64_t limit = drafter.max_gamma();
   const int64_t gamma = flag.value_or(limit > 0 ? limit : 7);

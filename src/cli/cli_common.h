@@ -7,8 +7,10 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include "draft/drafter.h"
+#include "engine/request_stats.h"
 #include "engine/step_cost.h"
 #include "model/config.h"
 #include "model/transformer.h"
@@ -27,6 +29,13 @@ model::WeightDType parse_weight_dtype(const std::string& name);
 std::string default_model_dir();
 // The tokenizer in a model directory, if it has one.
 std::optional<tokenizer::Tokenizer> load_tokenizer_if_present(const std::string& model_dir);
+
+// The ids the tokenizer knows: models pad their embedding past the tokenizer's vocabulary and,
+// like Hugging Face, text skips the padding ids (they stay in "ids").
+std::vector<int32_t> known_ids(const tokenizer::Tokenizer& tok, const std::vector<int64_t>& ids);
+
+// A request's statistics as the CLI prints them: the counters (vLLM's names) and their ratios.
+nlohmann::json stats_json(const engine::RequestStats& stats);
 
 // --gamma, defaulting to the drafter's largest proposal (its block size), else 7; throws if the
 // drafter cannot propose that many.

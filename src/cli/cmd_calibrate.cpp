@@ -52,9 +52,11 @@ std::vector<std::string> held_out_prompts(const CalibrateArgs& a) {
   return prompts;
 }
 
-std::vector<calibrate::Round> to_rounds(const engine::SpeculativeStats& stats) {
+// The drafting steps' raw confidences as logits, with how many drafts were accepted.
+std::vector<calibrate::Round> to_rounds(const std::vector<engine::DraftRound>& steps) {
   std::vector<calibrate::Round> rounds;
-  for (const auto& r : stats.confidence_rounds) {
+  for (const engine::DraftRound& r : steps) {
+    if (r.confidence.empty()) continue;
     calibrate::Round round;
     for (float c : r.confidence) {
       const double p = std::clamp(static_cast<double>(c), 1e-7, 1.0 - 1e-7);
@@ -76,10 +78,10 @@ void run(CalibrateArgs a) {
   drafter->set_confidence_temperatures({});  // fit on the raw confidences
   const std::vector<std::string> prompts = held_out_prompts(a);
   Progress progress("calibrate rollouts", static_cast<int64_t>(prompts.size()), "prompt");
-  const engine::SpeculativeStats stats = bench::run_accept(target, *drafter, *tok, dir, prompts, a.options,
-                                                           [&](int64_t n) { progress.update(n); });
+  const bench::AcceptResult rollouts =
+      bench::run_accept(target, *drafter, *tok, dir, prompts, a.options, [&](int64_t n) { progress.update(n); });
   progress.finish();
-  const std::vector<calibrate::Round> rounds = to_rounds(stats);
+  const std::vector<calibrate::Round> rounds = to_rounds(rollouts.rounds);
   const int n_positions = static_cast<int>(a.options.gamma);
   const std::vector<double> temperatures = calibrate::fit_sts(rounds, n_positions);
   const std::vector<calibrate::StsPositionReport> report = calibrate::sts_report(rounds, temperatures);

@@ -10,6 +10,7 @@
 #include "cli/cli_common.h"
 #include "cli/commands.h"
 #include "common/error.h"
+#include "draft/first_block.h"
 #include "draft/load_drafter.h"
 
 namespace dspark::cli {
@@ -35,16 +36,9 @@ void run_draft(const DraftArgs& args) {
       args.method, args.draft_dir, target, {.max_slots = 1, .capacity = n + 64, .weight_dtype = parse_weight_dtype(args.dtype)});
   const int64_t gamma = resolve_gamma(args.gamma, *drafter);
 
-  model::KvCache cache = target.make_cache(1, n + 1);
-  const int64_t slot = *cache.allocate();
-  model::ForwardOutput out = target.forward(cache, {prompt, {{slot, n}}, {n - 1}, drafter->target_layer_ids(), false});
-  torch::Tensor last = out.logits[0].contiguous();
-  const int64_t anchor = args.anchor.value_or(sampling::argmax(last.data_ptr<float>(), last.numel()));
-  if (anchor < 0 || anchor >= target.config().vocab_size) throw Error("--anchor " + std::to_string(anchor) + " out of range");
-  drafter->begin(0, prompt, out.captured_features());
-  sampling::Rng rng(params.seed);
-  draft::DraftRequest request{0, anchor, gamma, 0.0, &params, &rng, /*return_logits=*/true};
-  const draft::DraftBlock block = drafter->propose({request})[0];
+  const draft::FirstBlock first = draft::draft_first_block(target, *drafter, prompt, args.anchor, gamma, params);
+  const draft::DraftBlock& block = first.block;
+  const int64_t anchor = first.anchor;
 
   auto spell = [&](int64_t id) {
     return tok && tok->has_id(static_cast<int32_t>(id)) ? tok->decode(std::vector<int32_t>{static_cast<int32_t>(id)}) : "";

@@ -15,8 +15,8 @@
 namespace dspark::sampling {
 
 void check_sampling_params(const SamplingParams& params) {
-  if (!std::isfinite(params.temperature))
-    throw Error("sampling: temperature must be finite, got " + std::to_string(params.temperature));
+  if (!std::isfinite(params.temperature) || params.temperature < 0)
+    throw Error("sampling: temperature must be finite and >= 0 (0: greedy), got " + std::to_string(params.temperature));
   if (params.top_k < 0) throw Error("sampling: top_k must be >= 0, got " + std::to_string(params.top_k));
   if (!(params.top_p > 0.0 && params.top_p <= 1.0))
     throw Error("sampling: top_p must be in (0, 1], got " + std::to_string(params.top_p));

@@ -11,7 +11,7 @@ namespace at { class Tensor; }
 namespace dspark::sampling {
 
 struct SamplingParams {
-  double temperature = 1.0;  // <= 0 means greedy (argmax, a one-hot distribution)
+  double temperature = 1.0;  // 0 means greedy (argmax, a one-hot distribution); negative is refused
   int64_t top_k = 0;         // keep the k most likely tokens; 0 = off
   double top_p = 1.0;        // keep the smallest prefix of sorted tokens whose mass reaches top_p; 1 = off
   double min_p = 0.0;        // drop tokens with p < min_p * max p; 0 = off

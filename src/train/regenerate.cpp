@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdio>
 #include <deque>
+#include <map>
 #include <fstream>
 #include <optional>
 #include <set>
@@ -11,6 +12,7 @@
 
 #include "common/error.h"
 #include "common/progress.h"
+#include "engine/engine.h"
 #include "tokenizer/chat_template.h"
 #include "train/corpus.h"
 
@@ -23,14 +25,11 @@ namespace fs = std::filesystem;
 struct Conversation {
   const Record* record = nullptr;
   uint64_t seed = 0;
+  uint64_t next_draw = 0;         // its random stream's position: every turn continues it
   size_t next_message = 0;        // first message not yet rendered
-  std::vector<int32_t> ids;       // everything so far, including `pending`
+  std::vector<int32_t> ids;       // everything so far
   std::vector<uint8_t> loss_mask;
-  std::vector<int64_t> pending;   // tokens not yet fed to the target
-  int64_t answer_tokens = 0;      // generated in the current turn
   int64_t turns = 0;
-  int64_t slot = -1;
-  std::optional<sampling::Rng> rng;
 };
 
 // The ids of the conversations already in `file`. A line cut short by an interruption is removed,
@@ -81,8 +80,6 @@ bool start_turn(Conversation& c, const tokenizer::Tokenizer& tok, int64_t max_le
   if (static_cast<int64_t>(c.ids.size() + piece.size()) + 1 > max_length) return false;
   c.ids.insert(c.ids.end(), piece.begin(), piece.end());
   c.loss_mask.insert(c.loss_mask.end(), piece.size(), 0);
-  c.pending.insert(c.pending.end(), piece.begin(), piece.end());
-  c.answer_tokens = 0;
   return true;
 }
 
@@ -127,69 +124,66 @@ RegenerateSummary regenerate(model::Transformer& target, const tokenizer::Tokeni
   std::ofstream out(o.out_file, std::ios::app | std::ios::binary);
   if (!out) throw Error(o.out_file.string() + ": cannot open for appending");
 
-  model::KvCache cache = target.make_cache(o.batch, o.max_length);
-  std::vector<Conversation> active;
+  // Each turn is one engine request over the whole conversation so far (its earlier turns are
+  // prefilled again: cheap beside decoding), continuing the conversation's random stream.
+  engine::Engine engine(target, nullptr,
+                        {.max_concurrency = o.batch, .max_context = o.max_length,
+                         .schedule = schedule::ScheduleKind::kNone});
+  std::map<int64_t, Conversation> running;  // by request id
   Progress progress("regenerate", static_cast<int64_t>(records.size()), "tok", summary.skipped);
-  auto finish = [&](Conversation& c, const std::string& reason) {
+  auto submit_turn = [&](Conversation c) {
+    engine::EngineRequest r;
+    r.prompt_ids.assign(c.ids.begin(), c.ids.end());
+    r.sampling = o.sampling;
+    r.sampling.seed = c.seed;
+    r.first_draw = c.next_draw;
+    r.max_tokens = std::min(o.max_new_tokens, o.max_length - static_cast<int64_t>(c.ids.size()));
+    r.stop_ids = {*im_end};
+    if (end_of_text) r.stop_ids.push_back(*end_of_text);
+    r.on_token = [&summary](int64_t) { return ++summary.generated_tokens, true; };
+    running.emplace(engine.submit(std::move(r)), std::move(c));
+  };
+  auto finish = [&](const Conversation& c, const std::string& reason) {
     out << sample_to_json(c, reason) << '\n';
     out.flush();
     if (!out) throw Error(o.out_file.string() + ": write failed");
-    cache.free(c.slot);
     ++summary.conversations;
   };
-
-  while (!queue.empty() || !active.empty()) {
-    while (static_cast<int64_t>(active.size()) < o.batch && !queue.empty()) {
+  // Keeps `batch` conversations in flight; a conversation whose first turn does not fit is dropped.
+  auto start_next_conversation = [&] {
+    while (!queue.empty()) {
       Conversation c = std::move(queue.front());
       queue.pop_front();
-      if (!start_turn(c, tok, o.max_length)) {
-        ++summary.dropped;
-        continue;
-      }
-      c.slot = *cache.allocate();
-      c.rng.emplace(c.seed);
-      active.push_back(std::move(c));
+      if (start_turn(c, tok, o.max_length)) return submit_turn(std::move(c));
+      ++summary.dropped;
     }
-    if (active.empty()) break;
+  };
+  for (int64_t i = 0; i < o.batch; ++i) start_next_conversation();
 
-    model::ForwardBatch batch;
-    for (const Conversation& c : active) {
-      batch.token_ids.insert(batch.token_ids.end(), c.pending.begin(), c.pending.end());
-      batch.seqs.push_back({c.slot, static_cast<int64_t>(c.pending.size())});
-      batch.logit_rows.push_back(static_cast<int64_t>(batch.token_ids.size()) - 1);
-    }
-    const torch::Tensor probs = sampling::sampling_probs(target.forward(cache, batch).logits, o.sampling).cpu().contiguous();
-
-    std::vector<Conversation> still_active;
-    for (size_t a = 0; a < active.size(); ++a) {
-      Conversation& c = active[a];
-      c.pending.clear();
-      const float* row = probs[static_cast<int64_t>(a)].data_ptr<float>();
-      const int64_t token = o.sampling.greedy() ? sampling::argmax(row, probs.size(1))
-                                                : sampling::sample_from_probs(row, probs.size(1), *c.rng);
-      ++summary.generated_tokens;
-      const bool end_of_turn = token == *im_end || (end_of_text && token == *end_of_text);
-      c.ids.push_back(end_of_turn ? *im_end : static_cast<int32_t>(token));
-      c.loss_mask.push_back(1);
-      c.pending.push_back(c.ids.back());
-      ++c.answer_tokens;
-      if (end_of_turn) {
-        ++c.turns;
-        if (!start_turn(c, tok, o.max_length)) {
-          c.pending.clear();
-          finish(c, "stop");
+  while (!engine.idle()) {
+    for (engine::RequestOutcome& outcome : engine.step()) {
+      Conversation c = std::move(running.at(outcome.id));
+      running.erase(outcome.id);
+      c.next_draw = outcome.next_draw;
+      c.ids.insert(c.ids.end(), outcome.ids.begin(), outcome.ids.end());
+      c.loss_mask.insert(c.loss_mask.end(), outcome.ids.size(), 1);
+      ++c.turns;
+      if (outcome.finish_reason == "stop") {  // the answer ended with <|im_end|> or <|endoftext|>
+        ++summary.generated_tokens;
+        c.ids.push_back(*im_end);
+        c.loss_mask.push_back(1);
+        if (start_turn(c, tok, o.max_length)) {
+          submit_turn(std::move(c));
           continue;
         }
-      } else if (c.answer_tokens >= o.max_new_tokens || static_cast<int64_t>(c.ids.size()) >= o.max_length) {
-        ++c.turns;
+        finish(c, "stop");
+      } else {
         finish(c, "length");
-        continue;
       }
-      still_active.push_back(std::move(c));
+      start_next_conversation();
     }
-    active = std::move(still_active);
     progress.update(summary.skipped + summary.conversations + summary.dropped,
-                    "active " + std::to_string(active.size()), summary.generated_tokens);
+                    "active " + std::to_string(engine.n_active()), summary.generated_tokens);
   }
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_time).count();
   progress.finish("generated " + std::to_string(summary.generated_tokens) + " tokens");

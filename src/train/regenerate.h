@@ -1,8 +1,8 @@
 // `dspark data regenerate`: the target writes the responses its drafters learn from (DeepSpec's
 // data step 2, deepspec-spec 4.4). Each training conversation is replayed turn by turn: every user
 // turn is sent with the *regenerated* earlier turns, and the original assistant answers are
-// discarded. Conversations decode together as one ragged batch (a prefill chunk for a conversation
-// starting a turn, one token for each one mid-answer), each with its own seeded random stream.
+// discarded. Conversations decode together through the engine, `batch` at a time, each turn one
+// request, each conversation on its own seeded random stream (continued from turn to turn).
 //
 // Output, one JSON line per finished conversation, appended and flushed as each one finishes, so
 // an interrupted run resumes by skipping the ids already written:

@@ -116,5 +116,23 @@ TEST(BadInput, BadSamplingParameter) {
                         {"top_p"});
 }
 
+TEST(BadInput, NegativeTemperature) {
+  DamagedModel m;
+  expect_one_line_error(run_dspark("generate --model " + m.model.string() + " --prompt-ids 1,2 --temperature -1"),
+                        {"temperature", "-1"});
+}
+
+// The shipped model was trained on 4096 positions: a request that would run past them is refused
+// before any work, naming both numbers.
+TEST(BadInput, RequestBeyondTheModelsContext) {
+  const std::string model = std::string(DSPARK_SOURCE_DIR) + "/models/default";
+  expect_one_line_error(run_dspark("generate --model " + model + " --prompt-ids 1,2 --max-tokens 5000 --ignore-eos"),
+                        {"5002", "4096"});
+  expect_one_line_error(run_dspark("generate --model " + model + " --prompt-ids 1,2 --max-tokens 200 --max-context 100"),
+                        {"202", "100"});
+  expect_one_line_error(run_dspark("generate --model " + model + " --prompt-ids 1,2 --max-context 9000"),
+                        {"9000", "max_position_embeddings"});
+}
+
 }  // namespace
 }  // namespace dspark

@@ -8,7 +8,7 @@
 
 #include "common/error.h"
 #include "draft/dspark_drafter.h"
-#include "engine/speculative.h"
+#include "engine/generate.h"
 #include "model/model_init.h"
 #include "test_util.h"
 
@@ -84,26 +84,25 @@ TEST_P(DeepSpecConformance, GreedySpeculativeRunMatchesReference) {
   for (int c = 0; c < 2; ++c) {
     SCOPED_TRACE(method + " run " + std::to_string(c));
     const json expected = read_json(kFixture / "expected" / method / ("specdec_case" + std::to_string(c) + ".json"));
-    engine::GenerationRequest request;
-    request.prompt_ids = expected["prompt_ids"].get<std::vector<int64_t>>();
-    request.sampling.temperature = 0;
-    request.max_tokens = expected["max_new_tokens"].get<int64_t>();
-    request.stop_ids = {458, 456};
-    const engine::SpeculativeResult r = engine::generate_speculative(f.target, *drafter, request, {.gamma = 5});
-    EXPECT_EQ(r.generation.ids, expected["generated_ids"].get<std::vector<int64_t>>());
-    EXPECT_EQ(r.generation.ids, expected["target_greedy_ids"].get<std::vector<int64_t>>());
+    const std::vector<int64_t> prompt = expected["prompt_ids"].get<std::vector<int64_t>>();
+    const int64_t max_tokens = expected["max_new_tokens"].get<int64_t>();
+    const engine::RequestOutcome r = test::generate(f.target, drafter.get(), prompt, {.temperature = 0}, max_tokens,
+                                                    {.gamma = 5, .record_rounds = true}, {458, 456});
+    EXPECT_EQ(r.ids, expected["generated_ids"].get<std::vector<int64_t>>());
+    EXPECT_EQ(r.ids, expected["target_greedy_ids"].get<std::vector<int64_t>>());
     // Every round's accepted count. DeepSpec runs one more round when the last kept token is an
     // anchor (all it commits is dropped); we stop there. Our last round may also propose fewer
     // drafts (we never verify past max_tokens), so its count is compared as a lower bound.
     const json& all_rounds = expected["rounds"];
-    const int64_t last_position = static_cast<int64_t>(request.prompt_ids.size()) + request.max_tokens - 1;
+    const int64_t last_position = static_cast<int64_t>(prompt.size()) + max_tokens - 1;
     std::vector<json> rounds;
     for (const json& round : all_rounds)
       if (round["start"].get<int64_t>() < last_position) rounds.push_back(round);
-    ASSERT_EQ(r.stats.rounds, static_cast<int64_t>(rounds.size()));
+    ASSERT_EQ(r.stats.num_steps, static_cast<int64_t>(rounds.size()));
+    ASSERT_EQ(r.rounds.size(), rounds.size());
     for (size_t i = 0; i + 1 < rounds.size(); ++i)
-      EXPECT_EQ(r.stats.accepted_per_round[i], rounds[i]["accepted"].get<int64_t>()) << "round " << i;
-    EXPECT_LE(r.stats.accepted_per_round.back(), rounds.back()["accepted"].get<int64_t>());
+      EXPECT_EQ(r.rounds[i].accepted, rounds[i]["accepted"].get<int64_t>()) << "round " << i;
+    EXPECT_LE(r.rounds.back().accepted, rounds.back()["accepted"].get<int64_t>());
   }
 }
 

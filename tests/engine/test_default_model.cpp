@@ -8,8 +8,7 @@
 
 #include "draft/draft_init.h"
 #include "draft/load_drafter.h"
-#include "engine/autoregressive.h"
-#include "engine/speculative.h"
+#include "engine/generate.h"
 #include "model/config.h"
 #include "test_util.h"
 #include "tokenizer/chat_template.h"
@@ -67,10 +66,12 @@ TEST(DefaultModel, SpeculativeGreedyEqualsAutoregressiveOnTwentyPrompts) {
   const auto prompts = eval_prompts();
   ASSERT_EQ(prompts.size(), 20u);
   for (size_t i = 0; i < prompts.size(); ++i) {
-    engine::GenerationRequest request{prompts[i], {.temperature = 0}, 24, generation.eos_token_ids};
-    const auto ar = engine::generate_autoregressive(target, request, 1)[0];
+    const std::vector<int64_t> ar = test::greedy(target, prompts[i], 24, generation.eos_token_ids);
     for (auto& drafter : drafters)
-      EXPECT_EQ(engine::generate_speculative(target, *drafter, request, {.gamma = 7}).generation.ids, ar.ids)
+      EXPECT_EQ(test::generate(target, drafter.get(), prompts[i], {.temperature = 0}, 24, {.gamma = 7},
+                               generation.eos_token_ids)
+                    .ids,
+                ar)
           << drafter->method() << " prompt " << i;
   }
 }

@@ -1,5 +1,6 @@
-// Speculative generation end to end: greedy equality with autoregressive decoding for every
-// drafter, and losslessness at T > 0 by Monte Carlo through the real code path.
+// Speculative generation of single requests through the engine (a batch of one, the `fixed`
+// schedule): greedy equality with autoregressive decoding for every drafter, and losslessness at
+// T > 0 by Monte Carlo through the real code path.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -7,8 +8,7 @@
 
 #include "draft/draft_init.h"
 #include "draft/load_drafter.h"
-#include "engine/autoregressive.h"
-#include "engine/speculative.h"
+#include "engine/generate.h"
 #include "model/model_init.h"
 #include "monte_carlo.h"
 #include "stat_test.h"
@@ -49,13 +49,12 @@ TEST_P(GreedyEquality, SpeculativeEqualsAutoregressive) {
   auto drafter = random_drafter(target, c.method, dir, 3, c.head);
   const std::vector<std::vector<int64_t>> prompts = {{1, 2, 3}, {100, 17, 250, 9, 31, 77, 4}, {5, 5, 5, 5, 6, 5, 5, 5, 5}};
   for (const auto& prompt : prompts) {
-    engine::GenerationRequest request{prompt, {.temperature = 0}, 40, {}};
-    const auto ar = engine::generate_autoregressive(target, request, 1)[0];
+    const std::vector<int64_t> ar = test::greedy(target, prompt, 40);
     for (int64_t gamma : {1, 3, 4}) {
-      const auto spec = engine::generate_speculative(target, *drafter, request, {.gamma = gamma});
-      EXPECT_EQ(spec.generation.ids, ar.ids) << c.method << " gamma " << gamma;
-      EXPECT_EQ(spec.generation.ids.size(), 40u);
-      EXPECT_GT(spec.stats.rounds, 0);
+      const engine::RequestOutcome spec = test::generate(target, drafter.get(), prompt, {.temperature = 0}, 40, {.gamma = gamma});
+      EXPECT_EQ(spec.ids, ar) << c.method << " gamma " << gamma;
+      EXPECT_EQ(spec.ids.size(), 40u);
+      EXPECT_GT(spec.stats.num_drafts, 0);
     }
   }
 }
@@ -76,14 +75,14 @@ TEST(Speculative, StopTokenEndsGenerationAndIsNotEmitted) {
   model::Transformer target = model::Transformer::load(test::fixture("tiny-qwen3-tied").string(), {model::WeightDType::kF32});
   test::TempDir dir;
   auto drafter = random_drafter(target, "dspark", dir, 1);
-  engine::GenerationRequest request{{1, 2, 3}, {.temperature = 0}, 40, {}};
-  const auto free_run = engine::generate_autoregressive(target, request, 1)[0];
-  request.stop_ids = {free_run.ids[10]};  // stop at the 11th token's first occurrence
-  const auto ar = engine::generate_autoregressive(target, request, 1)[0];
-  const auto spec = engine::generate_speculative(target, *drafter, request, {.gamma = 4});
-  EXPECT_EQ(spec.generation.ids, ar.ids);
-  EXPECT_EQ(spec.generation.finish_reason, "stop");
-  EXPECT_LE(spec.generation.ids.size(), 10u);
+  const std::vector<int64_t> prompt = {1, 2, 3};
+  const std::vector<int64_t> free_run = test::greedy(target, prompt, 40);
+  const std::vector<int64_t> stop = {free_run[10]};  // stop at the 11th token's first occurrence
+  const std::vector<int64_t> ar = test::greedy(target, prompt, 40, stop);
+  const engine::RequestOutcome spec = test::generate(target, drafter.get(), prompt, {.temperature = 0}, 40, {.gamma = 4}, stop);
+  EXPECT_EQ(spec.ids, ar);
+  EXPECT_EQ(spec.finish_reason, "stop");
+  EXPECT_LE(spec.ids.size(), 10u);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -96,7 +95,7 @@ TEST(Speculative, StopTokenEndsGenerationAndIsNotEmitted) {
 
 struct McResult {
   std::vector<test::ChiSquare> tests;  // token 1, token 2, token 3, joint 1-2
-  engine::SpeculativeStats stats;      // pooled over the samples (shows drafts were accepted)
+  engine::RequestStats stats;          // pooled over the samples (shows drafts were accepted)
   double min_p() const {
     double m = 1;
     for (const auto& t : tests) m = std::min(m, t.p_value);
@@ -104,17 +103,25 @@ struct McResult {
   }
 };
 
+// n_samples requests, one at a time through one engine (the `fixed` schedule, gamma 3), each on
+// its own seed.
 McResult run_monte_carlo(model::Transformer& target, draft::Drafter& drafter, const std::vector<int64_t>& prompt,
-                         const sampling::SamplingParams& params, const engine::SpeculativeOptions& options,
-                         int64_t n_samples) {
-  std::vector<std::vector<int64_t>> samples;
-  engine::SpeculativeStats stats;
+                         const sampling::SamplingParams& params, double confidence_threshold,
+                         const sampling::SampledVerifier& verifier, int64_t n_samples) {
+  engine::Engine engine(target, &drafter,
+                        {.max_concurrency = 1, .max_context = static_cast<int64_t>(prompt.size()) + 3, .gamma = 3,
+                         .schedule = schedule::ScheduleKind::kFixed, .verifier = verifier});
   for (int64_t s = 0; s < n_samples; ++s) {
-    engine::GenerationRequest request{prompt, params, 3, {}};
+    engine::EngineRequest request{prompt, params, 3};
     request.sampling.seed = 1000003 * 7 + static_cast<uint64_t>(s);
-    const engine::SpeculativeResult result = engine::generate_speculative(target, drafter, request, options);
-    stats.merge(result.stats);
-    samples.push_back(result.generation.ids);
+    request.confidence_threshold = confidence_threshold;
+    engine.submit(std::move(request));
+  }
+  std::vector<std::vector<int64_t>> samples;
+  engine::RequestStats stats;
+  for (engine::RequestOutcome& outcome : engine.run()) {
+    stats.merge(outcome.stats);
+    samples.push_back(std::move(outcome.ids));
   }
   return {test::first_three_tokens_tests(test::exact_autoregressive(target, prompt, params), samples), stats};
 }
@@ -135,15 +142,14 @@ TEST_P(MonteCarloLossless, FirstThreeTokensFollowTheTarget) {
   const sampling::SamplingParams params{.temperature = c.temperature, .top_p = c.top_p};
   const std::vector<int64_t> prompt = {3, 14, 15, 9, 2, 6};
   const int64_t n = test::mc_samples();
-  const McResult r = run_monte_carlo(target, *drafter, prompt, params, {.gamma = 3, .confidence_threshold = c.threshold}, n);
+  const McResult r = run_monte_carlo(target, *drafter, prompt, params, c.threshold, {}, n);
   for (size_t t = 0; t < r.tests.size(); ++t)
     std::printf("[mc] %s test %zu: N=%lld chi2=%.1f dof=%lld p=%.3g (threshold %.2g)\n", c.name.c_str(), t,
                 static_cast<long long>(n), r.tests[t].statistic, static_cast<long long>(r.tests[t].dof),
                 r.tests[t].p_value, test::kAlpha);
-  std::printf("[mc] %s: %lld rounds, %.3f drafts accepted per proposed\n", c.name.c_str(),
-              static_cast<long long>(r.stats.rounds),
-              r.stats.proposed ? double(r.stats.committed - r.stats.rounds) / double(r.stats.proposed) : 0.0);
-  EXPECT_GT(r.stats.committed, r.stats.rounds);  // some drafts were accepted: the accept path ran
+  std::printf("[mc] %s: %lld steps, %.3f drafts accepted per proposed\n", c.name.c_str(),
+              static_cast<long long>(r.stats.num_steps), r.stats.acceptance_rate());
+  EXPECT_GT(r.stats.num_accepted_tokens, 0);  // some drafts were accepted: the accept path ran
   EXPECT_GE(r.min_p(), test::kAlpha);
 }
 
@@ -161,8 +167,7 @@ TEST(MonteCarloLossless, BrokenVerifierIsCaught) {
   test::TempDir dir;
   model::Transformer target = test::make_mc_target(dir);
   auto drafter = random_drafter(target, "dspark", dir, 21);
-  engine::SpeculativeOptions options{.gamma = 3};
-  options.verifier = [](std::span<const float> p, std::span<const float> q, std::span<const int64_t> tokens,
+  const sampling::SampledVerifier broken = [](std::span<const float> p, std::span<const float> q, std::span<const int64_t> tokens,
                         int64_t vocab, sampling::Rng& rng) {
     const int64_t n = static_cast<int64_t>(tokens.size());
     for (int64_t k = 0; k < n; ++k) {
@@ -178,7 +183,7 @@ TEST(MonteCarloLossless, BrokenVerifierIsCaught) {
     }
     return sampling::VerifyOutcome{n, sampling::sample_from_probs(p.data() + n * vocab, vocab, rng)};
   };
-  const McResult r = run_monte_carlo(target, *drafter, {3, 14, 15, 9, 2, 6}, {.temperature = 1.0}, options, test::mc_samples());
+  const McResult r = run_monte_carlo(target, *drafter, {3, 14, 15, 9, 2, 6}, {.temperature = 1.0}, 0.0, broken, test::mc_samples());
   std::printf("[mc] broken verifier: min p = %.3g (threshold %.2g)\n", r.min_p(), test::kAlpha);
   EXPECT_LT(r.min_p(), test::kAlpha);
 }

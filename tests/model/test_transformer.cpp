@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
-#include "engine/autoregressive.h"
+#include "engine/generate.h"
 #include "model/model_init.h"
 #include "model/safetensors.h"
 #include "model/transformer.h"
@@ -37,11 +37,7 @@ torch::Tensor libtorch_path_logits(Transformer& model, const std::vector<int64_t
 }
 
 std::vector<int64_t> greedy(Transformer& model, const std::vector<int64_t>& prompt, int64_t n) {
-  engine::GenerationRequest request;
-  request.prompt_ids = prompt;
-  request.sampling.temperature = 0;
-  request.max_tokens = n;
-  return engine::generate_autoregressive(model, request, 1).front().ids;
+  return test::greedy(model, prompt, n);
 }
 
 struct FixtureCase {

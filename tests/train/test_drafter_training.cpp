@@ -10,7 +10,7 @@
 #include "draft/draft_init.h"
 #include "draft/dspark_drafter.h"
 #include "draft/eagle3_drafter.h"
-#include "engine/autoregressive.h"
+#include "engine/generate.h"
 #include "sampling/sampling.h"
 #include "test_util.h"
 #include "train/anchors.h"
@@ -221,14 +221,13 @@ void write_data(const fs::path& file, int n) {
   model::Transformer target = model::Transformer::load(kTarget.string(), {model::WeightDType::kF32});
   std::ofstream out(file);
   for (int i = 0; i < n; ++i) {
-    engine::GenerationRequest request;
-    for (int j = 0; j < 6; ++j) request.prompt_ids.push_back(100 + (i * 7 + j) % 50);
-    request.sampling = {.temperature = 1.0, .seed = static_cast<uint64_t>(i)};
-    request.max_tokens = 40;
-    const std::vector<int64_t> answer = engine::generate_autoregressive(target, request, 1)[0].ids;
-    std::vector<int64_t> ids = request.prompt_ids;
+    std::vector<int64_t> prompt;
+    for (int j = 0; j < 6; ++j) prompt.push_back(100 + (i * 7 + j) % 50);
+    const std::vector<int64_t> answer =
+        test::generate(target, nullptr, prompt, {.temperature = 1.0, .seed = static_cast<uint64_t>(i)}, 40).ids;
+    std::vector<int64_t> ids = prompt;
     ids.insert(ids.end(), answer.begin(), answer.end());
-    std::vector<uint8_t> mask(request.prompt_ids.size(), 0);
+    std::vector<uint8_t> mask(prompt.size(), 0);
     mask.resize(ids.size(), 1);
     out << nlohmann::json{{"id", "c/" + std::to_string(i)}, {"domain", "chat"}, {"input_ids", ids}, {"loss_mask", mask}}.dump()
         << "\n";

@@ -1,4 +1,4 @@
-// The batched engine: greedy outputs at concurrency 1, 8 and 32 equal single-request
+// The engine with many requests in flight: greedy outputs at concurrency 1, 8 and 32 equal single-request
 // autoregressive outputs under every schedule; requests joining, leaving and being cancelled
 // mid-flight never disturb another's output; no request starves; stop strings and streaming
 // cancellation; and Monte Carlo losslessness at concurrency 8 under dspark-sync and dspark-async.
@@ -7,8 +7,8 @@
 #include "common/error.h"
 #include "draft/draft_init.h"
 #include "draft/load_drafter.h"
-#include "engine/autoregressive.h"
-#include "engine/batch_engine.h"
+#include "engine/generate.h"
+#include "engine/engine.h"
 #include "monte_carlo.h"
 #include "test_util.h"
 #include "tokenizer/chat_template.h"
@@ -62,15 +62,15 @@ struct Fixture {
 
   explicit Fixture(int64_t max_tokens) {
     for (const auto& p : prompts)
-      expected.push_back(engine::generate_autoregressive(target, {p, {.temperature = 0}, max_tokens, {}}, 1)[0].ids);
+      expected.push_back(test::greedy(target, p, max_tokens));
   }
-  engine::BatchEngine engine(int64_t concurrency, ScheduleKind kind) {
-    return engine::BatchEngine(target, drafter.get(), {.max_concurrency = concurrency, .max_context = 256,
+  engine::Engine engine(int64_t concurrency, ScheduleKind kind) {
+    return engine::Engine(target, drafter.get(), {.max_concurrency = concurrency, .max_context = 256,
                                                        .gamma = 7, .schedule = kind, .step_cost = &cost});
   }
 };
 
-TEST(BatchEngine, GreedyEqualsAutoregressiveAtEveryConcurrencyAndSchedule) {
+TEST(Engine, GreedyEqualsAutoregressiveAtEveryConcurrencyAndSchedule) {
   torch::NoGradGuard no_grad;
   Fixture f(24);
   const std::vector<std::pair<int64_t, ScheduleKind>> runs = {
@@ -79,12 +79,12 @@ TEST(BatchEngine, GreedyEqualsAutoregressiveAtEveryConcurrencyAndSchedule) {
       {8, ScheduleKind::kThreshold},   {8, ScheduleKind::kNone}};
   for (const auto& [concurrency, kind] : runs) {
     SCOPED_TRACE(schedule::schedule_kind_name(kind) + " at concurrency " + std::to_string(concurrency));
-    engine::BatchEngine engine = f.engine(concurrency, kind);
+    engine::Engine engine = f.engine(concurrency, kind);
     std::map<int64_t, size_t> prompt_of;
     for (size_t i = 0; i < f.prompts.size(); ++i) prompt_of[engine.submit({f.prompts[i], {.temperature = 0}, 24})] = i;
     const std::vector<engine::RequestOutcome> outcomes = engine.run();
     ASSERT_EQ(outcomes.size(), f.prompts.size());
-    for (const auto& o : outcomes) EXPECT_EQ(o.result.ids, f.expected[prompt_of[o.id]]) << "prompt " << prompt_of[o.id];
+    for (const auto& o : outcomes) EXPECT_EQ(o.ids, f.expected[prompt_of[o.id]]) << "prompt " << prompt_of[o.id];
     // Drafts were verified and accepted, except under dspark-sync at concurrency 8: the cliff at
     // B = 9 makes its early stop refuse the first draft (the jagged-curve failure the async
     // scheduler's unconstrained search exists for; it crosses the cliff at the same load).
@@ -98,14 +98,14 @@ TEST(BatchEngine, GreedyEqualsAutoregressiveAtEveryConcurrencyAndSchedule) {
 // Where drafting costs far more than a verify step (here 50x), dspark-async keeps the drafter off,
 // judging from the confidences of its last drafting steps, and drafts only on its periodic probes;
 // the outputs stay the autoregressive ones.
-TEST(BatchEngine, AsyncSkipsTheDrafterWhenDraftingCostsMoreThanItSaves) {
+TEST(Engine, AsyncSkipsTheDrafterWhenDraftingCostsMoreThanItSaves) {
   torch::NoGradGuard no_grad;
   Fixture f(24);
   f.cost = synthetic_cost(32, 7, 0.04, 0.3, 50.0);
-  engine::BatchEngine engine = f.engine(8, ScheduleKind::kDsparkAsync);
+  engine::Engine engine = f.engine(8, ScheduleKind::kDsparkAsync);
   std::map<int64_t, size_t> prompt_of;
   for (size_t i = 0; i < f.prompts.size(); ++i) prompt_of[engine.submit({f.prompts[i], {.temperature = 0}, 24})] = i;
-  for (const auto& o : engine.run()) EXPECT_EQ(o.result.ids, f.expected[prompt_of[o.id]]);
+  for (const auto& o : engine.run()) EXPECT_EQ(o.ids, f.expected[prompt_of[o.id]]);
   const engine::EngineStats& st = engine.stats();
   std::printf("[gate] %lld of %lld steps drafted\n", static_cast<long long>(st.drafting_steps), static_cast<long long>(st.steps));
   EXPECT_GT(st.drafting_steps, 0);
@@ -116,10 +116,10 @@ TEST(BatchEngine, AsyncSkipsTheDrafterWhenDraftingCostsMoreThanItSaves) {
 
 // The same workload with drafting nearly free: after the two probes that fill the history the
 // gate drafts and verifies on most steps.
-TEST(BatchEngine, AsyncDraftsWhenDraftingPays) {
+TEST(Engine, AsyncDraftsWhenDraftingPays) {
   torch::NoGradGuard no_grad;
   Fixture f(24);
-  engine::BatchEngine engine = f.engine(8, ScheduleKind::kDsparkAsync);
+  engine::Engine engine = f.engine(8, ScheduleKind::kDsparkAsync);
   for (const auto& p : f.prompts) engine.submit({p, {.temperature = 0}, 24});
   engine.run();
   const engine::EngineStats& st = engine.stats();
@@ -130,12 +130,12 @@ TEST(BatchEngine, AsyncDraftsWhenDraftingPays) {
 // Requests submitted while others run, a request cancelled mid-flight, one without speculation,
 // and different lengths (so they leave at different steps): every other output is unchanged, and
 // with 2 slots for 12 requests every request finishes (none starves), admitted in FIFO order.
-TEST(BatchEngine, JoiningLeavingAndCancellingDoNotDisturbOthers) {
+TEST(Engine, JoiningLeavingAndCancellingDoNotDisturbOthers) {
   torch::NoGradGuard no_grad;
   Fixture f(24);
   for (int64_t concurrency : {2, 5}) {
     SCOPED_TRACE("concurrency " + std::to_string(concurrency));
-    engine::BatchEngine engine = f.engine(concurrency, ScheduleKind::kDsparkAsync);
+    engine::Engine engine = f.engine(concurrency, ScheduleKind::kDsparkAsync);
     std::map<int64_t, size_t> prompt_of;
     std::map<int64_t, int64_t> max_of;
     auto submit = [&](size_t i, int64_t max_tokens, bool speculate) {
@@ -161,19 +161,19 @@ TEST(BatchEngine, JoiningLeavingAndCancellingDoNotDisturbOthers) {
     for (const auto& o : outcomes) {
       const std::vector<int64_t>& full = f.expected[prompt_of[o.id]];
       if (o.id == to_cancel) {
-        EXPECT_EQ(o.result.finish_reason, "cancelled");
-        EXPECT_LT(o.result.ids.size(), 24u);
-        EXPECT_TRUE(std::equal(o.result.ids.begin(), o.result.ids.end(), full.begin()));  // a prefix, then nothing
+        EXPECT_EQ(o.finish_reason, "cancelled");
+        EXPECT_LT(o.ids.size(), 24u);
+        EXPECT_TRUE(std::equal(o.ids.begin(), o.ids.end(), full.begin()));  // a prefix, then nothing
         continue;
       }
       const std::vector<int64_t> expected(full.begin(), full.begin() + max_of[o.id]);
-      EXPECT_EQ(o.result.ids, expected) << "request " << o.id;
-      EXPECT_EQ(o.result.finish_reason, "length");
+      EXPECT_EQ(o.ids, expected) << "request " << o.id;
+      EXPECT_EQ(o.finish_reason, "length");
     }
   }
 }
 
-TEST(BatchEngine, StopStringsStreamingCancellationAndBadRequests) {
+TEST(Engine, StopStringsStreamingCancellationAndBadRequests) {
   torch::NoGradGuard no_grad;
   Fixture f(24);
   const tokenizer::Tokenizer tok = tokenizer::Tokenizer::load(kModel);
@@ -181,7 +181,7 @@ TEST(BatchEngine, StopStringsStreamingCancellationAndBadRequests) {
   const std::string full_text = detokenize(f.expected[0]);
   ASSERT_GT(full_text.size(), 12u);
   const std::string stop = full_text.substr(8, 3);
-  engine::BatchEngine engine(f.target, f.drafter.get(), {.max_concurrency = 4, .max_context = 256, .gamma = 7,
+  engine::Engine engine(f.target, f.drafter.get(), {.max_concurrency = 4, .max_context = 256, .gamma = 7,
                                                          .schedule = ScheduleKind::kDsparkAsync, .step_cost = &f.cost,
                                                          .detokenize = detokenize});
   engine::EngineRequest stopped{f.prompts[0], {.temperature = 0}, 24};
@@ -198,16 +198,17 @@ TEST(BatchEngine, StopStringsStreamingCancellationAndBadRequests) {
   EXPECT_THROW(engine.submit({{1, 999999}, {.temperature = 0}, 4}), Error);               // id out of range
   EXPECT_THROW(engine.submit({f.prompts[2], {.temperature = 0}, 100000}), Error);         // context limit
   EXPECT_THROW(engine.submit({f.prompts[2], {.temperature = 1, .top_p = 2.0}, 4}), Error);  // bad sampling
+  EXPECT_THROW(engine.submit({f.prompts[2], {.temperature = -1}, 4}), Error);             // negative temperature
   std::vector<engine::RequestOutcome> outcomes = engine.run();
   ASSERT_EQ(outcomes.size(), 2u);
   for (const auto& o : outcomes) {
     if (o.id == 0) {
-      EXPECT_EQ(o.result.finish_reason, "stop");
+      EXPECT_EQ(o.finish_reason, "stop");
       EXPECT_EQ(o.text, full_text.substr(0, full_text.find(stop)));
     } else {
-      EXPECT_EQ(o.result.finish_reason, "cancelled");
+      EXPECT_EQ(o.finish_reason, "cancelled");
       EXPECT_EQ(seen.size(), 5u);
-      EXPECT_EQ(o.result.ids, seen);
+      EXPECT_EQ(o.ids, seen);
       EXPECT_EQ(seen, std::vector<int64_t>(f.expected[1].begin(), f.expected[1].begin() + 5));
     }
   }
@@ -228,7 +229,7 @@ TEST_P(BatchedMonteCarloLossless, FirstThreeTokensFollowTheTarget) {
   // Cheap enough per token that the random drafter's first slots (c near 0.5) are verified and
   // its third slots mostly not.
   const engine::StepCost cost = synthetic_cost(8, 3, 0.03, 0.02, 0.1);
-  engine::BatchEngine engine(target, drafter.get(), {.max_concurrency = 8, .max_context = 32, .gamma = 3,
+  engine::Engine engine(target, drafter.get(), {.max_concurrency = 8, .max_context = 32, .gamma = 3,
                                                      .schedule = GetParam(), .step_cost = &cost});
   const std::vector<int64_t> prompt = {3, 14, 15, 9, 2, 6};
   const sampling::SamplingParams params{.temperature = 1.0};
@@ -239,7 +240,7 @@ TEST_P(BatchedMonteCarloLossless, FirstThreeTokensFollowTheTarget) {
     engine.submit(std::move(r));
   }
   std::vector<std::vector<int64_t>> samples;
-  for (auto& o : engine.run()) samples.push_back(std::move(o.result.ids));
+  for (auto& o : engine.run()) samples.push_back(std::move(o.ids));
   const auto tests = test::first_three_tokens_tests(test::exact_autoregressive(target, prompt, params), samples);
   double min_p = 1;
   for (size_t t = 0; t < tests.size(); ++t) {

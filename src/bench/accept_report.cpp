@@ -1,0 +1,129 @@
+#include "bench/accept_report.h"
+
+#include <cstdio>
+
+#include "plot/svg_chart.h"
+
+namespace dspark::bench {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+double tau(const AcceptCell& c) { return c.stats.acceptance_length(); }
+double drafts_per_step(const AcceptCell& c) { return c.stats.drafts_per_step(); }
+
+// printf into a std::string.
+template <class... Args>
+std::string format(const char* fmt, Args... args) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, fmt, args...);
+  return buf;
+}
+
+}  // namespace
+
+double AcceptReport::macro(const std::string& drafter, double threshold, double (*value)(const AcceptCell&)) const {
+  double sum = 0;
+  int n = 0;
+  for (const AcceptCell& c : cells)
+    if (c.drafter == drafter && c.threshold == threshold) sum += value(c), ++n;
+  return n ? sum / n : 0.0;
+}
+
+double AcceptReport::macro_conditional(const std::string& drafter, int64_t k) const {
+  double sum = 0;
+  int n = 0;
+  for (const AcceptCell& c : cells)
+    if (c.drafter == drafter && c.threshold == 0) {
+      const std::vector<double> v = c.stats.conditional_accept_rate();
+      sum += k < static_cast<int64_t>(v.size()) ? v[k] : 0.0;
+      ++n;
+    }
+  return n ? sum / n : 0.0;
+}
+
+std::string AcceptReport::markdown() const {
+  std::string s = format("Acceptance length tau (bonus included), T = %.2f, gamma = %lld, max %lld tokens", options.temperature,
+                         static_cast<long long>(options.gamma), static_cast<long long>(options.max_tokens));
+  if (limit > 0) s += ", first " + std::to_string(limit) + " prompts per file";
+  s += "\n\n| drafter |";
+  for (const std::string& f : files) s += " " + fs::path(f).stem().string() + " |";
+  s += " macro tau | drafts/proposal |\n|---|";
+  for (size_t i = 0; i < files.size() + 2; ++i) s += "---|";
+  s += "\n";
+  for (const std::string& d : drafters) {
+    s += "| " + d + " |";
+    for (const std::string& f : files)
+      for (const AcceptCell& c : cells)
+        if (c.drafter == d && c.file == f && c.threshold == 0) s += format(" %.3f |", tau(c));
+    s += format(" %.3f | %.2f |\n", macro(d, 0, tau), macro(d, 0, drafts_per_step));
+  }
+  s += "\nConditional acceptance per position (macro over files)\n\n| drafter |";
+  for (int64_t k = 0; k < options.gamma; ++k) s += format(" %lld |", static_cast<long long>(k + 1));
+  s += "\n|---|";
+  for (int64_t k = 0; k < options.gamma; ++k) s += "---|";
+  s += "\n";
+  for (const std::string& d : drafters) {
+    s += "| " + d + " |";
+    for (int64_t k = 0; k < options.gamma; ++k) s += format(" %.3f |", macro_conditional(d, k));
+    s += "\n";
+  }
+  return s;
+}
+
+nlohmann::json AcceptReport::to_json(const std::string& target_dir) const {
+  nlohmann::json out = {{"target", target_dir},       {"temperature", options.temperature},
+                        {"gamma", options.gamma},     {"max_tokens", options.max_tokens},
+                        {"limit", limit},             {"results", nlohmann::json::array()},
+                        {"macro_acceptance_length", nlohmann::json::object()}};
+  for (const AcceptCell& c : cells)
+    out["results"].push_back({{"drafter", c.drafter},
+                              {"prompts", c.file},
+                              {"confidence_threshold", c.threshold},
+                              {"num_steps", c.stats.num_steps},
+                              {"num_draft_tokens", c.stats.num_draft_tokens},
+                              {"num_accepted_tokens", c.stats.num_accepted_tokens},
+                              {"acceptance_length", tau(c)},
+                              {"draft_tokens_per_proposal", drafts_per_step(c)},
+                              {"accept_rate", c.stats.accept_rate_per_pos()},
+                              {"conditional_accept_rate", c.stats.conditional_accept_rate()}});
+  for (const std::string& d : drafters) out["macro_acceptance_length"][d] = macro(d, 0, tau);
+  return out;
+}
+
+void AcceptReport::write_plots(const fs::path& dir) const {
+  fs::create_directories(dir);
+  plot::Panel per_position{.title = "Conditional acceptance per position (macro over prompt files)",
+                           .x = {"draft position"}, .y = {"P(accepted | earlier accepted)", 0.0, 1.0}};
+  for (const std::string& d : drafters) {
+    plot::Series s{.name = d, .markers = true};
+    for (int64_t k = 0; k < options.gamma; ++k) {
+      s.x.push_back(static_cast<double>(k + 1));
+      s.y.push_back(macro_conditional(d, k));
+    }
+    per_position.series.push_back(s);
+  }
+  per_position.legend = plot::LegendPos::kBottomLeft;
+  plot::write_svg(dir / "accept_per_position.svg", {.panels = {per_position}, .panel_width = 560});
+  if (thresholds.size() < 2) return;
+  plot::Panel tau_panel{.title = "Acceptance length against the confidence threshold", .x = {"threshold", 0.0, 1.0},
+                        .y = {"tau (macro)"}};
+  plot::Panel drafts_panel{.title = "Drafts per proposal against the confidence threshold", .x = {"threshold", 0.0, 1.0},
+                           .y = {"drafts per proposal", 0.0}};
+  for (const std::string& d : drafters) {
+    plot::Series t{.name = d, .markers = true}, g{.name = d, .markers = true};
+    for (double th : thresholds) {
+      bool present = false;
+      for (const AcceptCell& c : cells) present |= c.drafter == d && c.threshold == th;
+      if (!present) continue;
+      t.x.push_back(th), g.x.push_back(th);
+      t.y.push_back(macro(d, th, tau));
+      g.y.push_back(macro(d, th, drafts_per_step));
+    }
+    if (t.x.size() > 1) tau_panel.series.push_back(t), drafts_panel.series.push_back(g);
+  }
+  plot::write_svg(dir / "threshold_sweep.svg", {.panels = {tau_panel, drafts_panel}, .cols = 2});
+}
+
+}  // namespace dspark::bench

@@ -1,0 +1,112 @@
+#include "schedule/verification_policy.h"
+
+#include <algorithm>
+
+#include "common/error.h"
+#include "schedule/async_scheduler.h"
+#include "schedule/policy.h"
+
+namespace dspark::schedule {
+
+namespace {
+
+// While dspark-async's gate keeps the drafter off it still drafts now and then (a probe), so the
+// confidences it judges by stay current. A probe verifies nothing: its blocks only enter the
+// history, so it costs one drafting call, not a verify step widened by drafts the gate has just
+// judged not worth it. The interval starts at 8 steps and doubles after every probe that does not
+// turn the gate on, up to 256, so where drafting never pays the probes cost little; it resets when
+// drafting pays again. Only past decisions set it: nothing depends on a draft.
+constexpr int64_t kFirstProbeInterval = 8, kMaxProbeInterval = 256;
+
+}  // namespace
+
+VerificationPolicy::VerificationPolicy(ScheduleKind kind, double threshold, SpsSource sps)
+    : kind_(kind), threshold_(threshold), sps_(std::move(sps)), probe_interval_(kFirstProbeInterval) {
+  if (needs_sps_table(kind_) && !sps_) throw Error("schedule " + schedule_kind_name(kind_) + " needs a step-cost profile");
+}
+
+const SpsTable& VerificationPolicy::sps_table(int64_t n_requests) {
+  auto it = sps_tables_.find(n_requests);
+  if (it == sps_tables_.end()) it = sps_tables_.emplace(n_requests, sps_(n_requests)).first;
+  return it->second;
+}
+
+Drafting VerificationPolicy::plan_step(bool has_decoding) {
+  if (!has_decoding) {
+    steps_without_drafting_ = 0;
+    return Drafting::kOff;
+  }
+  const Drafting drafting = kind_ == ScheduleKind::kDsparkAsync ? gate() : Drafting::kVerify;
+  steps_without_drafting_ = drafting == Drafting::kOff ? steps_without_drafting_ + 1 : 0;
+  return drafting;
+}
+
+// dspark-async only: whether this step drafts at all, from the batch of two drafting steps ago.
+// Until the history holds two batches there is nothing to judge by: those steps draft only to
+// fill it (probes), so a fresh engine never pays for verifying drafts blind. The verdict on one
+// old batch is kept until the next drafting step replaces it.
+Drafting VerificationPolicy::gate() {
+  const auto old = history_.two_steps_back();
+  if (!old) return Drafting::kProbe;
+  if (!old_batch_pays_) {
+    const int64_t n = static_cast<int64_t>(old->size());
+    old_batch_pays_ = drafting_pays(*old, sps_table(n), sps_table(0));
+  }
+  if (*old_batch_pays_) {
+    probe_interval_ = kFirstProbeInterval;
+    return Drafting::kVerify;
+  }
+  if (steps_without_drafting_ + 1 < probe_interval_) return Drafting::kOff;
+  probe_interval_ = std::min(2 * probe_interval_, kMaxProbeInterval);
+  return Drafting::kProbe;
+}
+
+std::vector<RequestDraft> VerificationPolicy::scheduler_view(const std::vector<ProposedBlock>& blocks) const {
+  std::vector<RequestDraft> batch(blocks.size());
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    const ProposedBlock& block = blocks[i];
+    batch[i].cap = block.n_drafted;
+    if (!block.confidence.empty()) {
+      batch[i].confidences.assign(block.confidence.begin(), block.confidence.end());
+    } else {
+      for (int64_t k = 0; k < block.n_drafted; ++k) {
+        const size_t pos = static_cast<size_t>(k);
+        const double accepted = pos < pos_accepted_.size() ? pos_accepted_[pos] : 0.0;
+        const double verified = pos < pos_verified_.size() ? pos_verified_[pos] : 0.0;
+        batch[i].confidences.push_back((accepted + 1.0) / (verified + 2.0));
+      }
+    }
+    for (double& c : batch[i].confidences) c = std::clamp(c, 0.0, 1.0);
+  }
+  return batch;
+}
+
+std::vector<int64_t> VerificationPolicy::choose_lengths(const std::vector<ProposedBlock>& blocks, Drafting drafting) {
+  std::vector<RequestDraft> batch = scheduler_view(blocks);
+  std::vector<int64_t> lengths(blocks.size(), 0);
+  if (drafting == Drafting::kVerify) {
+    ScheduleContext context;
+    context.threshold = threshold_;
+    context.two_steps_back = history_.two_steps_back();
+    if (needs_sps_table(kind_)) context.sps = &sps_table(static_cast<int64_t>(blocks.size()));
+    lengths = schedule_lengths(kind_, batch, context);
+  }
+  history_.push(std::move(batch));
+  old_batch_pays_.reset();
+  return lengths;
+}
+
+void VerificationPolicy::observe(int64_t verified, int64_t accepted, bool has_confidence) {
+  if (verified == 0 || has_confidence) return;
+  if (static_cast<int64_t>(pos_verified_.size()) < verified) {
+    pos_verified_.resize(verified, 0.0);
+    pos_accepted_.resize(verified, 0.0);
+  }
+  // Position k was reached when every position before it was accepted.
+  for (int64_t k = 0; k < verified && k <= accepted; ++k) {
+    pos_verified_[k] += 1;
+    if (k < accepted) pos_accepted_[k] += 1;
+  }
+}
+
+}  // namespace dspark::schedule

@@ -1,0 +1,81 @@
+// The verification policy the engine consults every step: one object that owns all the schedule's
+// state, so the engine holds none. Per step the engine asks, in order:
+//   1. plan_step(): draft this step or not (dspark-async's gate may keep the drafter off, or draft
+//      only to probe, verifying nothing);
+//   2. choose_lengths(): after drafting, every request's verification length l_r (a pure policy of
+//      schedule_lengths, fed the confidences and the SPS table for this batch);
+//   3. observe(): after verification, what each request accepted.
+// State: the confidences of the last two drafting steps (dspark-async's capacity comes from two steps
+// back), the gate (probe interval, its verdict on the old batch, steps without drafting), the SPS
+// tables per number of drafting requests, and, for drafters without a confidence head, the measured
+// per-position acceptance that stands in for c_k.
+//
+// Lossless: every decision is a function of the past only (earlier steps' confidences and
+// acceptances) plus, for choose_lengths, this step's confidences through the admission path, which
+// never lets a draft's own value decide whether it is verified (schedule/admission_path.h).
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <vector>
+
+#include "schedule/confidence_history.h"
+#include "schedule/request_draft.h"
+#include "schedule/schedule_kind.h"
+#include "schedule/sps_table.h"
+
+namespace dspark::schedule {
+
+// The SPS table of a step in which n_requests requests draft (0: a step without drafting).
+using SpsSource = std::function<SpsTable(int64_t n_requests)>;
+
+// One request's proposal as the policy sees it.
+struct ProposedBlock {
+  int64_t n_drafted = 0;           // tokens proposed (0: the request did not draft)
+  std::vector<float> confidence;   // [n_drafted] c_k, or empty when the drafter has no confidence head
+};
+
+enum class Drafting {
+  kOff,     // no drafting call this step
+  kProbe,   // draft so the gate's history stays current, verify nothing
+  kVerify,  // draft and verify what the schedule admits
+};
+
+class VerificationPolicy {
+ public:
+  // sps is required when needs_sps_table(kind); threshold is the `threshold` policy's cut.
+  VerificationPolicy(ScheduleKind kind, double threshold, SpsSource sps);
+
+  ScheduleKind kind() const { return kind_; }
+  // Called once per step before drafting; has_decoding: some request is past its prefill.
+  Drafting plan_step(bool has_decoding);
+  // [n_requests] l_r, each <= blocks[r].n_drafted; zeros unless drafting == kVerify. The blocks
+  // enter the history either way (a probe's too).
+  std::vector<int64_t> choose_lengths(const std::vector<ProposedBlock>& blocks, Drafting drafting);
+  // After verification: `verified` drafts of one request, `accepted` of them accepted;
+  // has_confidence: whether its block carried confidences (otherwise the measured per-position
+  // acceptance is updated).
+  void observe(int64_t verified, int64_t accepted, bool has_confidence);
+
+  // The SPS table for steps in which n_requests requests draft, built once per n_requests.
+  const SpsTable& sps_table(int64_t n_requests);
+
+ private:
+  std::vector<RequestDraft> scheduler_view(const std::vector<ProposedBlock>& blocks) const;
+  Drafting gate();
+
+  ScheduleKind kind_;
+  double threshold_;
+  SpsSource sps_;
+  std::map<int64_t, SpsTable> sps_tables_;
+  ConfidenceHistory history_;
+  int64_t probe_interval_;                // dspark-async's gate: steps between probes (see the .cpp)
+  std::optional<bool> old_batch_pays_;    // the gate's verdict on history_'s oldest batch
+  int64_t steps_without_drafting_ = 0;
+  // Per position k: drafts verified and accepted there, for drafters without a confidence head
+  // (Laplace smoothed into a non-anticipating stand-in for c_k).
+  std::vector<double> pos_verified_, pos_accepted_;
+};
+
+}  // namespace dspark::schedule
