@@ -56,19 +56,25 @@ std::vector<std::string> read_prompts(const std::string& file, const std::string
   return prompts;
 }
 
+std::vector<std::vector<int64_t>> chat_prompt_ids(const std::string& model_dir, const tokenizer::Tokenizer& tok,
+                                                  const std::vector<std::string>& prompts) {
+  const tokenizer::ChatTemplate chat = tokenizer::ChatTemplate::load(model_dir);
+  std::vector<std::vector<int64_t>> ids;
+  for (const std::string& prompt : prompts) {
+    const std::vector<int32_t> encoded =
+        tok.encode(chat.render({{"user", prompt}}, {.add_generation_prompt = true, .enable_thinking = false}));
+    ids.emplace_back(encoded.begin(), encoded.end());
+  }
+  return ids;
+}
+
 AcceptResult run_accept(model::Transformer& target, draft::Drafter& drafter, const tokenizer::Tokenizer& tok,
                         const std::string& model_dir, const std::vector<std::string>& prompts, const AcceptOptions& o,
                         const std::function<void(int64_t)>& on_prompt_done) {
-  const tokenizer::ChatTemplate chat = tokenizer::ChatTemplate::load(model_dir);
   const model::GenerationConfig generation = model::GenerationConfig::load_or_default(model_dir, target.config());
-  std::vector<std::vector<int64_t>> prompt_ids;
+  std::vector<std::vector<int64_t>> prompt_ids = chat_prompt_ids(model_dir, tok, prompts);
   int64_t longest = 0;
-  for (const std::string& prompt : prompts) {
-    const std::vector<int32_t> ids =
-        tok.encode(chat.render({{"user", prompt}}, {.add_generation_prompt = true, .enable_thinking = false}));
-    prompt_ids.emplace_back(ids.begin(), ids.end());
-    longest = std::max<int64_t>(longest, static_cast<int64_t>(ids.size()));
-  }
+  for (const auto& ids : prompt_ids) longest = std::max<int64_t>(longest, static_cast<int64_t>(ids.size()));
   engine::Engine engine(target, &drafter,
                         {.max_concurrency = 1, .max_context = longest + o.max_tokens, .gamma = o.gamma,
                          .schedule = schedule::ScheduleKind::kFixed, .record_rounds = true});

@@ -22,6 +22,11 @@ namespace dspark::bench {
 // an "instruction" and no "turns").
 std::vector<std::string> read_prompts(const std::string& file, const std::string& format, int64_t limit);
 
+// Each prompt as the first user turn of a chat, rendered with model_dir's chat template
+// (non-thinking, no system prompt, generation prompt added), as token ids.
+std::vector<std::vector<int64_t>> chat_prompt_ids(const std::string& model_dir, const tokenizer::Tokenizer& tok,
+                                                  const std::vector<std::string>& prompts);
+
 struct AcceptOptions {
   double temperature = 1.0;
   int64_t gamma = 7;

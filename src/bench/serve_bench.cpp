@@ -92,4 +92,28 @@ ServePoint run_serve_point(model::Transformer& target, draft::Drafter* drafter, 
   return point;
 }
 
+std::vector<ServePoint> run_serve_sweep(model::Transformer& target, draft::Drafter* drafter,
+                                        const engine::StepCost& step_cost,
+                                        const std::vector<schedule::ScheduleKind>& kinds,
+                                        const std::vector<int64_t>& concurrencies,
+                                        const std::vector<std::vector<int64_t>>& prompts, const ServeOptions& o,
+                                        int64_t repeats, const std::function<void(const ServePoint&, int64_t)>& on_run) {
+  if (repeats < 1) throw Error("bench serve: --repeats must be >= 1");
+  if (kinds.empty() || prompts.empty()) throw Error("bench serve: no schedules or no prompts");
+  run_serve_point(target, drafter, step_cost, kinds[0], 1, {prompts[0]}, {.min_requests = 1, .max_tokens = 8});
+  std::vector<std::vector<ServePoint>> by_kind(kinds.size());
+  for (int64_t c : concurrencies) {
+    std::vector<std::vector<ServePoint>> runs(kinds.size());
+    for (int64_t rep = 0; rep < repeats; ++rep)
+      for (size_t k = 0; k < kinds.size(); ++k) {
+        runs[k].push_back(run_serve_point(target, drafter, step_cost, kinds[k], c, prompts, o));
+        if (on_run) on_run(runs[k].back(), rep);
+      }
+    for (size_t k = 0; k < kinds.size(); ++k) by_kind[k].push_back(median_point(runs[k]));
+  }
+  std::vector<ServePoint> points;
+  for (const auto& kind_points : by_kind) points.insert(points.end(), kind_points.begin(), kind_points.end());
+  return points;
+}
+
 }  // namespace dspark::bench

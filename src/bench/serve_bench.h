@@ -9,6 +9,7 @@
 // (tokens committed per request per step, bonus included), and the share of the time spent drafting.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -51,5 +52,17 @@ ServePoint median_point(const std::vector<ServePoint>& runs);
 ServePoint run_serve_point(model::Transformer& target, draft::Drafter* drafter, const engine::StepCost& step_cost,
                            schedule::ScheduleKind kind, int64_t concurrency,
                            const std::vector<std::vector<int64_t>>& prompts, const ServeOptions& options);
+
+// Every (schedule, concurrency) point, `repeats` runs each, reported as the median of its runs
+// (median_point), grouped by schedule in the order given. The schedules take turns at each
+// concurrency, repeat after repeat, so a drift of the machine's speed hits them alike; one short
+// unmeasured run warms up first. on_run(point, repeat) after every run.
+std::vector<ServePoint> run_serve_sweep(model::Transformer& target, draft::Drafter* drafter,
+                                        const engine::StepCost& step_cost,
+                                        const std::vector<schedule::ScheduleKind>& kinds,
+                                        const std::vector<int64_t>& concurrencies,
+                                        const std::vector<std::vector<int64_t>>& prompts, const ServeOptions& options,
+                                        int64_t repeats,
+                                        const std::function<void(const ServePoint&, int64_t)>& on_run = {});
 
 }  // namespace dspark::bench
