@@ -17,5 +17,6 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q "${missing[@]}"
 fi
 
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release > /dev/null
+# CI builds with warnings as errors.
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DDSPARK_WERROR="$([ -n "${CI:-}" ] && echo ON || echo OFF)" > /dev/null
 cmake --build build -j "$(nproc)"

@@ -291,7 +291,9 @@ std::string draw_series(const Series& s, const std::string& color, const Frame& 
       continue;
     }
     const double px = f.x(s.x[i]), py = f.y(s.y[i]);
-    d += (d.empty() ? "" : " ") + std::string(pen_down ? "L" : "M") + num(px) + " " + num(py);
+    if (!d.empty()) d += ' ';
+    d += pen_down ? 'L' : 'M';
+    d += num(px) + " " + num(py);
     pen_down = true;
   }
   if (d.empty()) return "";

@@ -23,26 +23,26 @@ struct Axis {
   std::string title;
   // Fixed ends, e.g. {0, 1} for probabilities. An end left unset comes from the data and is
   // widened to the enclosing nice tick.
-  std::optional<double> min, max;
+  std::optional<double> min{}, max{};
 };
 
 // A line through (x[i], y[i]) in the given order.
 struct Series {
   std::string name;            // legend entry; empty: not in the legend
-  std::vector<double> x, y;    // [n_points] each
+  std::vector<double> x{}, y{};  // [n_points] each
   bool markers = false;        // a dot at every point inside the axis ranges
   bool dashed = false;
-  std::string color;           // any SVG color; empty: the next palette color
+  std::string color{};         // any SVG color; empty: the next palette color
 };
 
 // Vertical bars from 0 to height[i], centered on x[i].
 struct Bars {
   std::string name;              // legend entry; empty: not in the legend
-  std::vector<double> x, height; // [n_bars] each
+  std::vector<double> x{}, height{};  // [n_bars] each
   // In x units; 0: 0.8 x the smallest gap between neighbouring x (0.8 for a single bar).
   double width = 0.0;
   double opacity = 1.0;          // fill opacity; e.g. 0.25 for a count histogram behind accuracy bars
-  std::string color;             // any SVG color; empty: the next palette color
+  std::string color{};           // any SVG color; empty: the next palette color
 };
 
 enum class LegendPos { kTopRight, kTopLeft, kBottomRight, kBottomLeft, kNone };
@@ -50,15 +50,15 @@ enum class LegendPos { kTopRight, kTopLeft, kBottomRight, kBottomLeft, kNone };
 struct Panel {
   std::string title;
   Axis x, y;
-  std::vector<Bars> bars;
-  std::vector<Series> series;
+  std::vector<Bars> bars{};
+  std::vector<Series> series{};
   bool diagonal = false;  // dashed grey y = x, for reliability diagrams
   LegendPos legend = LegendPos::kTopRight;
 };
 
 struct Figure {
   std::string title;
-  std::vector<Panel> panels;  // row-major; the last row may be partly empty
+  std::vector<Panel> panels{};  // row-major; the last row may be partly empty
   int cols = 1;
   double panel_width = 420, panel_height = 320;  // pixels per grid cell
 };

@@ -3,7 +3,11 @@
 #include <algorithm>
 
 #include "common/error.h"
+#include "tokenizer/added_vocabulary.h"
+#include "tokenizer/bpe_model.h"
 #include "tokenizer/byte_level.h"
+#include "tokenizer/pretokenizer.h"
+#include "tokenizer/string_index.h"
 #include "tokenizer/tokenizer_json.h"
 #include "tokenizer/unicode.h"
 
@@ -27,7 +31,38 @@ int32_t max_id(const TokenizerSpec& spec) {
   return max;
 }
 
+enum class TokenKind : uint8_t { kMissing, kModel, kAdded, kSpecial };
+
+struct TokenEntry {
+  std::string spelling;  // as in tokenizer.json
+  std::string bytes;     // what it decodes to
+  TokenKind kind = TokenKind::kMissing;
+};
+
+// Reads a spelling back from the token table for the spelling index. Holds the vector's buffer,
+// which stays put (the table is never resized after construction, and Impl never moves).
+struct SpellingOf {
+  const TokenEntry* tokens = nullptr;
+  std::string_view operator()(int32_t id) const { return tokens[id].spelling; }
+};
+
 }  // namespace
+
+struct Tokenizer::Impl {
+  Impl(TokenizerSpec& spec, std::filesystem::path json_path, TokenizerConfig config);
+  Impl(const Impl&) = delete;
+  const TokenEntry& entry(int32_t id) const;
+  void encode_plain_text(std::string_view text, std::vector<int32_t>& ids) const;
+
+  std::filesystem::path json_path;
+  TokenizerConfig config;
+  bool nfc = false;
+  PreTokenizer pre_tokenizer;
+  AddedVocabulary added;
+  BpeModel bpe;
+  std::vector<TokenEntry> tokens;  // by id
+  StringIndex<SpellingOf> id_of_spelling;
+};
 
 Tokenizer Tokenizer::load(const std::filesystem::path& path) {
   const std::filesystem::path json_file = resolve_tokenizer_json(path);
@@ -36,32 +71,40 @@ Tokenizer Tokenizer::load(const std::filesystem::path& path) {
 }
 
 Tokenizer::Tokenizer(TokenizerSpec spec, std::filesystem::path json_path, TokenizerConfig config)
-    : json_path_(std::move(json_path)),
-      config_(std::move(config)),
-      nfc_(spec.nfc),
-      added_(spec.added_tokens),
-      bpe_(spec.bpe, json_path_.string()) {
-  for (const SplitSpec& split : spec.splits) pre_tokenizer_.add_isolated_split(Regex(split.pattern, split.literal));
-  index_tokens(spec);
-}
+    : impl_(std::make_shared<const Impl>(spec, std::move(json_path), std::move(config))) {}
 
-void Tokenizer::index_tokens(TokenizerSpec& spec) {
-  tokens_.resize(static_cast<size_t>(max_id(spec) + 1));
+Tokenizer::Impl::Impl(TokenizerSpec& spec, std::filesystem::path json_path_in, TokenizerConfig config_in)
+    : json_path(std::move(json_path_in)),
+      config(std::move(config_in)),
+      nfc(spec.nfc),
+      added(spec.added_tokens),
+      bpe(spec.bpe, json_path.string()) {
+  for (const SplitSpec& split : spec.splits) pre_tokenizer.add_isolated_split(Regex(split.pattern, split.literal));
+  tokens.resize(static_cast<size_t>(max_id(spec) + 1));
   for (auto& [spelling, id] : spec.bpe.vocab) {
     std::string bytes = token_bytes_for_decoding(spelling);
-    tokens_[id] = TokenEntry{std::move(spelling), std::move(bytes), TokenKind::kModel};
+    tokens[id] = TokenEntry{std::move(spelling), std::move(bytes), TokenKind::kModel};
   }
   // Added tokens may repeat a vocabulary entry (GPT-2's <|endoftext|>); the added meaning wins.
   for (const AddedToken& token : spec.added_tokens) {
-    tokens_[token.id] =
+    tokens[token.id] =
         TokenEntry{token.content, token.content, token.special ? TokenKind::kSpecial : TokenKind::kAdded};
   }
-  id_of_spelling_ = StringIndex<SpellingOf>(tokens_.size(), SpellingOf{tokens_.data()});
-  for (size_t id = 0; id < tokens_.size(); ++id) {
-    if (tokens_[id].kind == TokenKind::kModel) id_of_spelling_.insert_or_assign(tokens_[id].spelling, id);
+  id_of_spelling = StringIndex<SpellingOf>(tokens.size(), SpellingOf{tokens.data()});
+  for (size_t id = 0; id < tokens.size(); ++id) {
+    if (tokens[id].kind == TokenKind::kModel) id_of_spelling.insert_or_assign(tokens[id].spelling, id);
   }
-  for (const AddedToken& token : spec.added_tokens) id_of_spelling_.insert_or_assign(token.content, token.id);
+  for (const AddedToken& token : spec.added_tokens) id_of_spelling.insert_or_assign(token.content, token.id);
 }
+
+int32_t Tokenizer::vocab_size() const { return static_cast<int32_t>(impl_->tokens.size()); }
+
+bool Tokenizer::has_id(int32_t id) const {
+  return id >= 0 && id < vocab_size() && impl_->tokens[id].kind != TokenKind::kMissing;
+}
+
+const TokenizerConfig& Tokenizer::config() const { return impl_->config; }
+const std::filesystem::path& Tokenizer::json_path() const { return impl_->json_path; }
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text) const {
   if (const auto bad = find_invalid_utf8(text)) {
@@ -69,23 +112,23 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text) const {
   }
   std::vector<int32_t> ids;
   ids.reserve(text.size() / 3);
-  for (const TextSegment& segment : added_.split(text)) {
+  for (const TextSegment& segment : impl_->added.split(text)) {
     if (segment.added_id) {
       ids.push_back(*segment.added_id);
     } else {
-      encode_plain_text(text.substr(segment.start, segment.end - segment.start), ids);
+      impl_->encode_plain_text(text.substr(segment.start, segment.end - segment.start), ids);
     }
   }
   return ids;
 }
 
-void Tokenizer::encode_plain_text(std::string_view text, std::vector<int32_t>& ids) const {
+void Tokenizer::Impl::encode_plain_text(std::string_view text, std::vector<int32_t>& ids) const {
   std::string normalized;
-  if (nfc_ && may_change_under_nfc(text)) {
-    normalized = nfc(text);
+  if (nfc && may_change_under_nfc(text)) {
+    normalized = tokenizer::nfc(text);
     text = normalized;
   }
-  pre_tokenizer_.for_each_word(text, [&](std::string_view word) { bpe_.encode_word(word, ids); });
+  pre_tokenizer.for_each_word(text, [&](std::string_view word) { bpe.encode_word(word, ids); });
 }
 
 // Runs of byte-level tokens are joined before UTF-8 decoding, since characters straddle tokens;
@@ -94,7 +137,7 @@ std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special_to
   std::string text;
   std::string run;  // bytes of the current run of byte-level tokens
   for (const int32_t id : ids) {
-    const TokenEntry& token = entry(id);
+    const TokenEntry& token = impl_->entry(id);
     if (token.kind == TokenKind::kModel) {
       run += token.bytes;
     } else if (!(skip_special_tokens && token.kind == TokenKind::kSpecial)) {
@@ -107,25 +150,25 @@ std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special_to
   return text;
 }
 
-std::optional<int32_t> Tokenizer::token_to_id(std::string_view token) const { return id_of_spelling_.find(token); }
+std::optional<int32_t> Tokenizer::token_to_id(std::string_view token) const { return impl_->id_of_spelling.find(token); }
 
-const std::string& Tokenizer::id_to_token(int32_t id) const { return entry(id).spelling; }
+const std::string& Tokenizer::id_to_token(int32_t id) const { return impl_->entry(id).spelling; }
 
-const std::string& Tokenizer::token_bytes(int32_t id) const { return entry(id).bytes; }
+const std::string& Tokenizer::token_bytes(int32_t id) const { return impl_->entry(id).bytes; }
 
 bool Tokenizer::is_added(int32_t id) const {
-  const TokenKind kind = entry(id).kind;
+  const TokenKind kind = impl_->entry(id).kind;
   return kind == TokenKind::kAdded || kind == TokenKind::kSpecial;
 }
 
-bool Tokenizer::is_special(int32_t id) const { return entry(id).kind == TokenKind::kSpecial; }
+bool Tokenizer::is_special(int32_t id) const { return impl_->entry(id).kind == TokenKind::kSpecial; }
 
-const Tokenizer::TokenEntry& Tokenizer::entry(int32_t id) const {
-  if (!has_id(id)) {
-    throw Error("token id " + std::to_string(id) + " is not in the vocabulary of " + json_path_.string() + " (size " +
-                std::to_string(vocab_size()) + ")");
+const TokenEntry& Tokenizer::Impl::entry(int32_t id) const {
+  if (id < 0 || id >= static_cast<int32_t>(tokens.size()) || tokens[id].kind == TokenKind::kMissing) {
+    throw Error("token id " + std::to_string(id) + " is not in the vocabulary of " + json_path.string() + " (size " +
+                std::to_string(tokens.size()) + ")");
   }
-  return tokens_[id];
+  return tokens[id];
 }
 
 std::optional<int32_t> Tokenizer::id_of_declared(const std::optional<std::string>& token) const {

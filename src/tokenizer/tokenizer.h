@@ -9,19 +9,19 @@
 //
 // A Tokenizer is immutable after load apart from its internal, thread-safe word cache, so one
 // instance may encode from several threads.
+//
+// The BPE machinery (pre-tokenizer, added vocabulary, merges, word cache) lives behind a pointer in
+// tokenizer.cpp, so editing those internal headers rebuilds the tokenizer, not its users.
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include "tokenizer/added_vocabulary.h"
-#include "tokenizer/bpe_model.h"
-#include "tokenizer/pretokenizer.h"
-#include "tokenizer/string_index.h"
 #include "tokenizer/tokenizer_config.h"
 
 namespace dspark::tokenizer {
@@ -42,7 +42,7 @@ class Tokenizer {
   std::string decode(std::span<const int32_t> ids, bool skip_special_tokens = false) const;
 
   // Max id + 1 over the vocabulary and the added tokens.
-  int32_t vocab_size() const { return static_cast<int32_t>(tokens_.size()); }
+  int32_t vocab_size() const;
 
   // Id of a token as spelled in tokenizer.json ("Ġthe" for " the", or an added token's content).
   std::optional<int32_t> token_to_id(std::string_view token) const;
@@ -55,48 +55,26 @@ class Tokenizer {
   const std::string& token_bytes(int32_t id) const;
 
   // True when `id` names a token (ids past the vocabulary, as in padded embeddings, do not).
-  bool has_id(int32_t id) const { return id >= 0 && id < vocab_size() && tokens_[id].kind != TokenKind::kMissing; }
+  bool has_id(int32_t id) const;
 
   bool is_added(int32_t id) const;    // an added token (decoded as its literal content)
   bool is_special(int32_t id) const;  // an added token marked special
 
-  const TokenizerConfig& config() const { return config_; }
-  const std::filesystem::path& json_path() const { return json_path_; }
+  const TokenizerConfig& config() const;
+  const std::filesystem::path& json_path() const;
 
   // Ids of the tokens declared in tokenizer_config.json, when declared and known.
-  std::optional<int32_t> bos_id() const { return id_of_declared(config_.bos_token); }
-  std::optional<int32_t> eos_id() const { return id_of_declared(config_.eos_token); }
-  std::optional<int32_t> pad_id() const { return id_of_declared(config_.pad_token); }
+  std::optional<int32_t> bos_id() const { return id_of_declared(config().bos_token); }
+  std::optional<int32_t> eos_id() const { return id_of_declared(config().eos_token); }
+  std::optional<int32_t> pad_id() const { return id_of_declared(config().pad_token); }
 
  private:
-  enum class TokenKind : uint8_t { kMissing, kModel, kAdded, kSpecial };
-  struct TokenEntry {
-    std::string spelling;  // as in tokenizer.json
-    std::string bytes;     // what it decodes to
-    TokenKind kind = TokenKind::kMissing;
-  };
-
-  // Reads a spelling back from tokens_ for id_of_spelling_. Holds the vector's buffer, which stays
-  // put when the Tokenizer moves and is never resized after construction.
-  struct SpellingOf {
-    const TokenEntry* tokens = nullptr;
-    std::string_view operator()(int32_t id) const { return tokens[id].spelling; }
-  };
+  struct Impl;  // tokenizer.cpp: immutable after construction (its word cache is thread-safe)
 
   Tokenizer(TokenizerSpec spec, std::filesystem::path json_path, TokenizerConfig config);
-  void index_tokens(TokenizerSpec& spec);
-  const TokenEntry& entry(int32_t id) const;
-  void encode_plain_text(std::string_view text, std::vector<int32_t>& ids) const;
   std::optional<int32_t> id_of_declared(const std::optional<std::string>& token) const;
 
-  std::filesystem::path json_path_;
-  TokenizerConfig config_;
-  bool nfc_ = false;
-  PreTokenizer pre_tokenizer_;
-  AddedVocabulary added_;
-  BpeModel bpe_;
-  std::vector<TokenEntry> tokens_;  // by id
-  StringIndex<SpellingOf> id_of_spelling_;
+  std::shared_ptr<const Impl> impl_;  // shared by copies
 };
 
 }  // namespace dspark::tokenizer

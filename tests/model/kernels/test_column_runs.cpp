@@ -82,7 +82,9 @@ TEST(ColumnRuns, ConcurrentClaimsCoverEveryChunkOnce) {
   std::sort(all.begin(), all.end());
   ASSERT_EQ(all.size(), static_cast<size_t>(kChunks));
   for (int64_t c = 0; c < kChunks; ++c) ASSERT_EQ(all[c], c);
-  if (team == kThreads) EXPECT_LT(got[3].size(), static_cast<size_t>(kChunks / kThreads));  // robbed
+  if (team == kThreads) {
+    EXPECT_LT(got[3].size(), static_cast<size_t>(kChunks / kThreads));  // robbed
+  }
 }
 
 }  // namespace

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Side-by-side speed of two dspark binaries (e.g. before and after a refactor), alternating run by
+# run so a drift of the shared machine's speed hits both alike; medians of RUNS runs (default 7).
+#   scripts/bench_ab.sh OLD_BINARY NEW_BINARY [RUNS]
+# Single-request generation (greedy, 128 new tokens after a 16-token prompt, EOS ignored) on the
+# shipped model and on a random Qwen3-0.6B-shaped model, autoregressive and with a DSpark drafter
+# (random for the 0.6B shape: acceptance is meaningless there, the point is the drafting and
+# verifying overhead), then `bench serve` aggregate throughput at C = 1, 8, 64. tokens/s is
+# (generated - 1) / (end - first token), computed the same way from either binary's JSON.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+old=$1 new=$2 runs=${3:-7}
+out=bench-results/ab
+mkdir -p "$out"
+big=build/models/qwen3-0.6b-shape
+[ -f "$big/config.json" ] || build/dspark model init --config configs/qwen3-0.6b-shape.json --out "$big" --seed 1
+[ -f "$out/big-dspark/config.json" ] || build/dspark model init-drafter --target "$big" --method dspark --out "$out/big-dspark" --seed 1
+prompt="3,14,15,92,65,35,89,79,32,38,46,26,43,38,32,79"
+
+rate() {  # one JSON line of `generate --json` -> decode tokens/s
+  python3 -c "
+import json, sys
+s = json.loads(sys.stdin.readline())['stats']
+first = s.get('first_token_seconds', s.get('prefill_seconds'))
+print((s['generated_tokens'] - 1) / (s['seconds'] - first))"
+}
+case_ab() {  # label, generate flags...
+  local label=$1; shift
+  : > "$out/$label.old"; : > "$out/$label.new"
+  for i in $(seq "$runs"); do
+    "$old" generate --prompt-ids "$prompt" --max-tokens 128 --temperature 0 --ignore-eos --json "$@" | rate >> "$out/$label.old"
+    "$new" generate --prompt-ids "$prompt" --max-tokens 128 --temperature 0 --ignore-eos --json "$@" | rate >> "$out/$label.new"
+  done
+  python3 -c "
+import statistics
+o = statistics.median(float(x) for x in open('$out/$label.old'))
+n = statistics.median(float(x) for x in open('$out/$label.new'))
+print(f'| $label | {o:.1f} | {n:.1f} | {n / o:.3f} |')"
+}
+echo "| single request, tokens/s (median of $runs) | old | new | new / old |"
+echo "|---|---|---|---|"
+case_ab default-ar --model models/default
+case_ab default-dspark --model models/default --draft models/tiny-target-8l-dspark
+case_ab big-ar --model "$big"
+case_ab big-dspark --model "$big" --draft "$out/big-dspark"
+
+echo
+echo "| bench serve, aggregate tokens/s (median of 3 repeats, alternating binaries) | old | new | new / old |"
+echo "|---|---|---|---|"
+serve() {  # binary, schedule, concurrency -> aggregate tok/s
+  "$1" bench serve --draft models/tiny-target-8l-dspark --schedule "$2" --concurrency "$3" --repeats 1 \
+    --prompts ../shared/data/chat/vicuna_bench/question.jsonl --limit 32 --temperature 0 --json 2>/dev/null |
+    python3 -c "import json, sys; print(json.load(sys.stdin)[0]['aggregate_tps'])"
+}
+for c in 1 8 64; do
+  for schedule in none dspark-async; do
+    o=(); n=()
+    for i in 1 2 3; do o+=("$(serve "$old" "$schedule" "$c")"); n+=("$(serve "$new" "$schedule" "$c")"); done
+    python3 -c "
+import statistics
+o = statistics.median([$(IFS=,; echo "${o[*]}")]); n = statistics.median([$(IFS=,; echo "${n[*]}")])
+print(f'| $schedule C=$c | {o:.1f} | {n:.1f} | {n / o:.3f} |')"
+  done
+done
