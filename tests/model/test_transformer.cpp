@@ -23,7 +23,7 @@ torch::Tensor all_logits(Transformer& model, const std::vector<int64_t>& ids) {
   batch.token_ids = ids;
   batch.seqs = {{*cache.allocate(), static_cast<int64_t>(ids.size())}};
   for (size_t i = 0; i < ids.size(); ++i) batch.logit_rows.push_back(static_cast<int64_t>(i));
-  return model.forward(cache, batch).logits;
+  return model.forward(cache, batch).logits.cpu();
 }
 
 // all_logits through the libtorch path, which other devices and autograd take: on the CPU, asking
@@ -47,10 +47,12 @@ std::vector<int64_t> greedy(Transformer& model, const std::vector<int64_t>& prom
 struct FixtureCase {
   std::string fixture_name;
   WeightDType dtype;
+  Kernels kernels = Kernels::kAuto;  // kTensorOps: the libtorch path a CUDA device runs, here on the CPU
 };
 
 void PrintTo(const FixtureCase& c, std::ostream* os) {
-  *os << c.fixture_name << (c.dtype == WeightDType::kF32 ? " f32" : " bf16");
+  *os << c.fixture_name << (c.dtype == WeightDType::kF32 ? " f32" : " bf16")
+      << (c.kernels == Kernels::kTensorOps ? " tensor-ops" : "");
 }
 
 class FixtureLogits : public ::testing::TestWithParam<FixtureCase> {};
@@ -60,7 +62,7 @@ class FixtureLogits : public ::testing::TestWithParam<FixtureCase> {};
 TEST_P(FixtureLogits, MatchLlamaCppReference) {
   torch::NoGradGuard no_grad;
   const auto dir = fixture(GetParam().fixture_name);
-  Transformer model = Transformer::load(dir.string(), {GetParam().dtype});
+  Transformer model = Transformer::load(dir.string(), {.weight_dtype = GetParam().dtype, .kernels = GetParam().kernels});
   const auto expected = nlohmann::json::parse(test::read_text(dir / "expected" / "expected.json"));
   ASSERT_EQ(expected["cases"].size(), 4u);
   for (const auto& c : expected["cases"]) {
@@ -78,10 +80,14 @@ TEST_P(FixtureLogits, MatchLlamaCppReference) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, FixtureLogits,
                          ::testing::Values(FixtureCase{"tiny-qwen3-tied", WeightDType::kF32},
                                            FixtureCase{"tiny-qwen3-tied", WeightDType::kBF16},
-                                           FixtureCase{"tiny-qwen3-untied", WeightDType::kF32}),
+                                           FixtureCase{"tiny-qwen3-untied", WeightDType::kF32},
+                                           FixtureCase{"tiny-qwen3-tied", WeightDType::kF32, Kernels::kTensorOps},
+                                           FixtureCase{"tiny-qwen3-tied", WeightDType::kBF16, Kernels::kTensorOps},
+                                           FixtureCase{"tiny-qwen3-untied", WeightDType::kF32, Kernels::kTensorOps}),
                          [](const auto& info) {
                            std::string name = info.param.fixture_name + "_" +
-                                              (info.param.dtype == WeightDType::kF32 ? "f32" : "bf16");
+                                              (info.param.dtype == WeightDType::kF32 ? "f32" : "bf16") +
+                                              (info.param.kernels == Kernels::kTensorOps ? "_tensor_ops" : "");
                            for (char& ch : name) if (ch == '-') ch = '_';
                            return name;
                          });
