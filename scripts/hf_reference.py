@@ -15,7 +15,8 @@
                                               transformers' own decode (ms per token) and T(8)/T(1)
                                               after C cached positions, timed with the GPU synchronized
   summary   --stages JSONL --results DIR --out JSON
-                                              the device check's summary: stages and figures
+                                              the device check's summary: stages and figures (and
+                                              the [mc] lines of logs/monte_carlo.log beside JSONL)
 Only the Python standard library is needed for ids, compare, same-ids and summary.
 """
 import argparse
@@ -173,6 +174,10 @@ def cmd_summary(a):
             data = {"tests": data.get("tests"), "failures": data.get("failures"), "skipped": data.get("disabled"),
                     "failed": failed, "seconds": data.get("time")}
         results[name] = data
+    mc_log = os.path.join(os.path.dirname(a.stages), "logs", "monte_carlo.log")
+    if os.path.exists(mc_log):  # the Monte Carlo cases' statistics, as the test prints them
+        with open(mc_log, errors="replace") as f:
+            results["monte_carlo_lines"] = [line.strip() for line in f if line.startswith("[mc]")]
     summary = {"ok": all(s["status"] == "ok" for s in stages), "stages": stages, "results": results}
     write_json(a.out, summary)
     return 0
@@ -210,7 +215,7 @@ def main():
     try:
         return {"ids": cmd_ids, "logits": cmd_logits, "compare": cmd_compare, "same-ids": cmd_same_ids,
                 "decode": cmd_decode, "summary": cmd_summary}[a.command](a) or 0
-    except (OSError, ValueError, KeyError) as e:
+    except (ImportError, OSError, ValueError, KeyError) as e:
         print(f"hf_reference {a.command}: {e}", file=sys.stderr)
         return 1
 
