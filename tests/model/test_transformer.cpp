@@ -99,11 +99,15 @@ std::vector<int64_t> iota_ids(int64_t n, int64_t start, int64_t vocab) {
 }
 
 // Three sequences with different prompt lengths and different numbers of new tokens in one
-// forward give the logits each gives alone (<= 1e-5).
-TEST(RaggedBatch, EqualsEachSequenceAlone) {
+// forward give the logits each gives alone: <= 1e-5 on the CPU rows path; libtorch's GEMMs (the
+// tensor-ops path, any other device) sum in an order that depends on the number of rows (1.05e-5
+// seen on logits up to ~12), so there the bound is the fixtures' 1e-4.
+void expect_ragged_batch_equals_each_sequence_alone(Kernels kernels) {
   torch::NoGradGuard no_grad;
-  Transformer model = Transformer::load(fixture("tiny-qwen3-untied").string(), {WeightDType::kF32});
+  Transformer model = Transformer::load(fixture("tiny-qwen3-untied").string(),
+                                        {.weight_dtype = WeightDType::kF32, .kernels = kernels});
   const int64_t vocab = model.config().vocab_size;
+  const double tolerance = kernels == Kernels::kAuto && model.device().is_cpu() ? 1e-5 : 1e-4;
   const std::vector<int64_t> prompt_lengths{5, 17, 9, 70};
   const std::vector<int64_t> n_new{1, 4, 8, 3};
 
@@ -130,10 +134,17 @@ TEST(RaggedBatch, EqualsEachSequenceAlone) {
     single.seqs = {{slot, n_new[s]}};
     for (int64_t i = 0; i < n_new[s]; ++i) single.logit_rows.push_back(i);
     const torch::Tensor logits = model.forward(alone, single).logits;
-    EXPECT_LE((logits - together.narrow(0, row, n_new[s])).abs().max().item<double>(), 1e-5) << "sequence " << s;
+    EXPECT_LE((logits - together.narrow(0, row, n_new[s])).abs().max().item<double>(), tolerance) << "sequence " << s;
     EXPECT_EQ(batched.length(batch.seqs[s].slot), prompt_lengths[s] + n_new[s]);
     row += n_new[s];
   }
+}
+
+TEST(RaggedBatch, EqualsEachSequenceAlone) { expect_ragged_batch_equals_each_sequence_alone(Kernels::kAuto); }
+
+// The same on the libtorch path a CUDA device runs (attention one sequence at a time, masked).
+TEST(RaggedBatch, EqualsEachSequenceAloneOnTheTensorOpsPath) {
+  expect_ragged_batch_equals_each_sequence_alone(Kernels::kTensorOps);
 }
 
 // A ragged prefill of three prompts in one forward equals prefilling each alone.
