@@ -6,6 +6,7 @@
 #include <array>
 #include <cstring>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -15,7 +16,12 @@
 
 namespace dspark::test {
 
-inline std::filesystem::path shared_dir() { return DSPARK_SHARED_DIR; }
+// The shared fixtures and data: $DSPARK_SHARED_DIR when set (the device check carries a copy), else
+// the folder beside the checkout.
+inline std::filesystem::path shared_dir() {
+  const char* dir = std::getenv("DSPARK_SHARED_DIR");
+  return dir != nullptr && *dir != '\0' ? std::filesystem::path(dir) : std::filesystem::path(DSPARK_SHARED_DIR);
+}
 inline std::filesystem::path fixture(const std::string& name) { return shared_dir() / "fixtures" / name; }
 
 // A fresh directory under the system temp dir, removed when the object dies.
@@ -58,25 +64,39 @@ inline std::vector<float> read_f32(const std::filesystem::path& path) {
   return values;
 }
 
+// The device the model-based tests run on: $DSPARK_TEST_DEVICE ("cpu", "cuda", "cuda:N"), default
+// "cpu". tests/test_device.cpp makes it the models' default device before any test runs, and
+// run_dspark passes it to the CLI as --device.
+inline std::string test_device_name() {
+  const char* name = std::getenv("DSPARK_TEST_DEVICE");
+  return name != nullptr && *name != '\0' ? name : "cpu";
+}
+
 struct CommandResult {
   int exit_code = -1;       // -1 when killed by a signal (a crash)
   std::string out, err;
 };
 
-// Runs `dspark <args>` through the shell, capturing stdout and stderr.
-inline CommandResult run_dspark(const std::string& args) {
+// Runs a shell command line, capturing stdout and stderr.
+inline CommandResult run_command(const std::string& command_line) {
   TempDir dir;
   // Appended piece by piece: GCC 12 warns (-Wstringop-overflow, a false positive) on the chain of
   // operator+ that builds the same string.
-  std::string cmd = DSPARK_BINARY;
-  cmd.append(" ").append(args).append(" > ").append((dir / "out").string()).append(" 2> ").append(
-      (dir / "err").string());
+  std::string cmd = command_line;
+  cmd.append(" > ").append((dir / "out").string()).append(" 2> ").append((dir / "err").string());
   const int status = std::system(cmd.c_str());
   CommandResult r;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   r.out = read_text(dir / "out");
   r.err = read_text(dir / "err");
   return r;
+}
+
+// Runs `dspark <args>` (with --device when DSPARK_TEST_DEVICE names one).
+inline CommandResult run_dspark(const std::string& args) {
+  std::string cmd = DSPARK_BINARY;
+  if (test_device_name() != "cpu") cmd.append(" --device ").append(test_device_name());
+  return run_command(cmd.append(" ").append(args));
 }
 
 }  // namespace dspark::test

@@ -1,9 +1,11 @@
 #include <cstdio>
 #include <exception>
+#include <string>
 
 #include "cli/commands.h"
 #include "common/allocator.h"
 #include "common/error.h"
+#include "model/device.h"
 #include "model/threads.h"
 
 int main(int argc, char** argv) {
@@ -12,7 +14,12 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   int n_threads = 0;
   app.add_option("--threads", n_threads, "threads for the kernels and libtorch (default: all cores)");
-  app.parse_complete_callback([&] { dspark::model::set_num_threads(n_threads); });
+  std::string device = "cpu";
+  app.add_option("--device", device, "where the models run: cpu, cuda or cuda:N (default: cpu)");
+  app.parse_complete_callback([&] {
+    dspark::model::set_num_threads(n_threads);
+    dspark::model::set_default_device(dspark::model::parse_device(device));
+  });
   dspark::cli::register_tokenize(app);
   dspark::cli::register_logits(app);
   dspark::cli::register_generate(app);

@@ -67,10 +67,14 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+// Wall time of run() on `device`, its queued work included (on CUDA the forward only enqueues it;
+// a serving step waits for it when it reads the logits).
 template <class F>
-double seconds_of(F&& run) {
+double seconds_of(const torch::Device& device, F&& run) {
+  model::synchronize(device);
   const auto t0 = Clock::now();
   run();
+  model::synchronize(device);
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
@@ -141,7 +145,7 @@ StepCost profile_step_cost(model::Transformer& target, draft::Drafter* drafter, 
         for (size_t r = 0; r < shares[B - 1].size(); ++r) cache.truncate(slots[r], o.context);
       };
       verify();
-      const double t = seconds_of(verify);
+      const double t = seconds_of(target.device(), verify);
       if (pass > 0) verify_samples[B - 1].push_back(t);
       progress.update(++done);
     }
@@ -150,7 +154,7 @@ StepCost profile_step_cost(model::Transformer& target, draft::Drafter* drafter, 
       for (int64_t r = 0; r < R; ++r) requests.push_back({r, context_ids[r % o.context], o.gamma, 0.0, &params, &rngs[r]});
       auto draft = [&] { drafter->propose(requests); };
       draft();
-      const double t = seconds_of(draft);
+      const double t = seconds_of(target.device(), draft);
       if (pass > 0) draft_samples[R - 1].push_back(t);
       progress.update(++done);
     }
@@ -178,7 +182,7 @@ schedule::SpsMeta step_cost_meta(const std::string& model_dir, const model::Tran
   const std::time_t now = std::time(nullptr);
   char date[32];
   std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-  return {name(model_dir) + "+" + name(drafter_dir), host, target.device().str(), dtype, date};
+  return {name(model_dir) + "+" + name(drafter_dir), host, model::device_label(target.device()), dtype, date};
 }
 
 StepCost cached_step_cost(const fs::path& cache_dir, model::Transformer& target, draft::Drafter* drafter,

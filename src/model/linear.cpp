@@ -11,7 +11,7 @@ bool uses_small_batch_kernel(const torch::Tensor& x, const torch::Tensor& weight
 }
 
 torch::Tensor Linear::forward(const torch::Tensor& x) const {
-  if (uses_small_batch_kernel(x, weight)) {
+  if (!tensor_ops && uses_small_batch_kernel(x, weight)) {
     torch::Tensor xc = x.contiguous();
     torch::Tensor y = torch::empty({xc.size(0), n_out()}, xc.options());
     const auto dtype = weight.scalar_type() == torch::kBFloat16 ? kernels::WeightDType::kBF16

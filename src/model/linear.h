@@ -16,6 +16,7 @@ inline constexpr int64_t kSmallBatchRows = 64;
 struct Linear {
   torch::Tensor weight;  // [n_out, n_in], f32 or bf16, contiguous
   torch::Tensor bias;    // [n_out] f32, or undefined
+  bool tensor_ops = false;  // always libtorch, as on a non-CPU device (Kernels::kTensorOps)
 
   // x: [n_rows, n_in] f32 -> [n_rows, n_out] f32
   torch::Tensor forward(const torch::Tensor& x) const;
@@ -23,7 +24,8 @@ struct Linear {
   int64_t n_in() const { return weight.size(1); }
 };
 
-// Whether the streaming kernel will serve this call (CPU, no autograd, few rows).
+// Whether the streaming kernel would serve this call (CPU, no autograd, few rows); Linear::forward
+// also needs tensor_ops off.
 bool uses_small_batch_kernel(const torch::Tensor& x, const torch::Tensor& weight);
 
 }  // namespace dspark::model

@@ -80,7 +80,8 @@ torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, doub
 }
 
 Transformer::Transformer(ModelConfig config, const LoadOptions& options)
-    : config_(std::move(config)), device_(options.device), weight_dtype_(options.weight_dtype), rope_(config_) {}
+    : config_(std::move(config)), device_(options.device), weight_dtype_(options.weight_dtype),
+      kernels_(options.kernels), rope_(config_) {}
 
 Transformer Transformer::load(const std::string& dir, const LoadOptions& options) {
   warn_if_reference_blas();
@@ -104,6 +105,11 @@ void Transformer::load_weights(const std::string& dir) {
   final_norm_ = vector("model.norm.weight", c.hidden_size);
   lm_head_.weight = c.tie_word_embeddings ? embed_ : matrix("lm_head.weight", {c.vocab_size, c.hidden_size});
 
+  if (kernels_ == Kernels::kTensorOps) {
+    for (DecoderLayer& layer : layers_)
+      for (Linear* linear : {&layer.qkv, &layer.o_proj, &layer.gate_up, &layer.down}) linear->tensor_ops = true;
+    lm_head_.tensor_ops = true;
+  }
   if (!device_.is_cpu()) {
     auto move = [&](torch::Tensor& t) { if (t.defined()) t = t.to(device_); };
     move(embed_); move(final_norm_); move(lm_head_.weight);
@@ -134,7 +140,7 @@ torch::Tensor Transformer::attention(const torch::Tensor& q, KvCache& cache, int
   torch::Tensor out = torch::empty_like(q);
   const torch::Tensor& keys = cache.keys(layer);
   const torch::Tensor& values = cache.values(layer);
-  const bool fast = q.is_cpu() && !(torch::GradMode::is_enabled() && q.requires_grad());
+  const bool fast = q.is_cpu() && kernels_ == Kernels::kAuto && !(torch::GradMode::is_enabled() && q.requires_grad());
 
   std::vector<kernels::AttentionSeq> small;  // sequences served by the streaming kernel
   int64_t token_begin = 0;
@@ -363,7 +369,7 @@ ForwardOutput Transformer::forward(KvCache& cache, const ForwardBatch& batch) {
 }
 
 bool Transformer::runs_rows_path() const {
-  return device_.is_cpu() && !(torch::GradMode::is_enabled() && embed_.requires_grad());
+  return device_.is_cpu() && kernels_ == Kernels::kAuto && !(torch::GradMode::is_enabled() && embed_.requires_grad());
 }
 
 ForwardOutput Transformer::forward_in_pieces(KvCache& cache, const ForwardBatch& batch) {

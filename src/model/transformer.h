@@ -15,6 +15,7 @@
 #include <torch/torch.h>
 
 #include "model/config.h"
+#include "model/device.h"
 #include "model/kv_cache.h"
 #include "model/linear.h"
 #include "model/rope.h"
@@ -51,9 +52,17 @@ struct ForwardOutput {
 
 enum class WeightDType { kF32, kBF16 };
 
+// Which code runs a forward on the CPU. Every other device always takes libtorch's ops.
+enum class Kernels {
+  kAuto,       // CPU: our streaming row kernels for up to kSmallBatchRows tokens, libtorch beyond
+  kTensorOps,  // libtorch's ops only: on the CPU, the very code a CUDA device runs (tests use it
+               // to check that path in CPU-only CI)
+};
+
 struct LoadOptions {
   WeightDType weight_dtype = WeightDType::kBF16;
-  torch::Device device = torch::kCPU;
+  torch::Device device = default_device();  // the CLI's --device (model/device.h), else the CPU
+  Kernels kernels = Kernels::kAuto;
 };
 
 struct DecoderLayer {
@@ -102,6 +111,7 @@ class Transformer {
 
   const ModelConfig& config() const { return config_; }
   const torch::Device& device() const { return device_; }
+  Kernels kernels() const { return kernels_; }
   int64_t weight_bytes() const;  // bytes of all weights (what one decode step streams)
   WeightDType weight_dtype() const { return weight_dtype_; }
 
@@ -110,7 +120,7 @@ class Transformer {
   void load_weights(const std::string& dir);
 
   // Whether a forward of at most kSmallBatchRows tokens takes the rows path (decoder_layer_rows):
-  // on the CPU, unless gradients are wanted.
+  // on the CPU with Kernels::kAuto, unless gradients are wanted.
   bool runs_rows_path() const;
   // Throws dspark::Error on a batch that does not fit the model or the cache; writes nothing.
   void check_batch(const KvCache& cache, const ForwardBatch& batch) const;
@@ -133,6 +143,7 @@ class Transformer {
   ModelConfig config_;
   torch::Device device_;
   WeightDType weight_dtype_;
+  Kernels kernels_;
   Rope rope_;
   torch::Tensor embed_;  // [vocab, hidden]
   std::vector<DecoderLayer> layers_;

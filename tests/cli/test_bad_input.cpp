@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <torch/torch.h>
 
 #include "test_util.h"
 
@@ -44,6 +45,33 @@ TEST(BadInput, GoodModelWorks) {  // the control: the undamaged copy succeeds
   const auto r = m.logits();
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(std::filesystem::file_size(m.dir / "out.f32"), 3u * 512 * 4);
+}
+
+// The global --device: a device name it does not know, and CUDA asked of a CPU-only libtorch (the
+// suite's), each give one line naming the flag; --device cpu is the default's twin.
+TEST(BadInput, UnknownDevice) {
+  if (test::test_device_name() != "cpu") GTEST_SKIP() << "run_dspark already passes --device";
+  DamagedModel m;
+  expect_one_line_error(run_dspark("--device tpu logits --model " + m.model.string() + " --ids 1 --out " +
+                                   (m.dir / "o").string()),
+                        {"--device", "'tpu'"});
+}
+
+TEST(BadInput, CudaDeviceWithoutCuda) {
+  if (test::test_device_name() != "cpu" || torch::cuda::is_available()) GTEST_SKIP() << "this libtorch has CUDA";
+  DamagedModel m;
+  expect_one_line_error(run_dspark("--device cuda logits --model " + m.model.string() + " --ids 1 --out " +
+                                   (m.dir / "o").string()),
+                        {"--device cuda", "no usable CUDA"});
+}
+
+TEST(BadInput, CpuDeviceWorks) {
+  if (test::test_device_name() != "cpu") GTEST_SKIP() << "run_dspark already passes --device";
+  DamagedModel m;
+  const auto r = run_dspark("--device cpu logits --model " + m.model.string() + " --ids 1,2 --out " +
+                            (m.dir / "out.f32").string());
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(std::filesystem::file_size(m.dir / "out.f32"), 2u * 512 * 4);
 }
 
 TEST(BadInput, MissingModelDirectory) {

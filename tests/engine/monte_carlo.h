@@ -62,9 +62,9 @@ inline ExactAr exact_autoregressive(const model::Transformer& target, const std:
       ids[a * V + b][n] = a;
       ids[a * V + b][n + 1] = b;
     }
-  torch::Tensor hidden = target.forward_sequences(ids).final_hidden;
+  torch::Tensor hidden = target.forward_sequences(ids.to(target.device())).final_hidden;
   auto probs_at = [&](int64_t pos) {  // [V*V, V] f64
-    return sampling::sampling_probs(target.lm_head(hidden.select(1, pos)), params).to(torch::kFloat64).contiguous();
+    return sampling::sampling_probs(target.lm_head(hidden.select(1, pos)), params).to(torch::kFloat64).cpu().contiguous();
   };
   torch::Tensor q1 = probs_at(n - 1), q2 = probs_at(n), q3 = probs_at(n + 1);
   ExactAr e;

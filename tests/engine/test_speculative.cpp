@@ -37,6 +37,7 @@ std::unique_ptr<draft::Drafter> random_drafter(const model::Transformer& target,
 struct GreedyCase {
   std::string target, method;
   draft::MarkovHead head = draft::MarkovHead::kVanilla;
+  model::Kernels kernels = model::Kernels::kAuto;  // kTensorOps: the target on the path CUDA runs
 };
 
 class GreedyEquality : public ::testing::TestWithParam<GreedyCase> {};
@@ -44,7 +45,8 @@ class GreedyEquality : public ::testing::TestWithParam<GreedyCase> {};
 TEST_P(GreedyEquality, SpeculativeEqualsAutoregressive) {
   torch::NoGradGuard no_grad;
   const GreedyCase& c = GetParam();
-  model::Transformer target = model::Transformer::load(test::fixture(c.target).string(), {model::WeightDType::kF32});
+  model::Transformer target = model::Transformer::load(test::fixture(c.target).string(),
+                                                      {.weight_dtype = model::WeightDType::kF32, .kernels = c.kernels});
   test::TempDir dir;
   auto drafter = random_drafter(target, c.method, dir, 3, c.head);
   const std::vector<std::vector<int64_t>> prompts = {{1, 2, 3}, {100, 17, 250, 9, 31, 77, 4}, {5, 5, 5, 5, 6, 5, 5, 5, 5}};
@@ -64,10 +66,14 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(GreedyCase{"tiny-qwen3-tied", "dspark"}, GreedyCase{"tiny-qwen3-tied", "dflash"},
                       GreedyCase{"tiny-qwen3-tied", "eagle3"}, GreedyCase{"tiny-qwen3-tied", "ngram"},
                       GreedyCase{"tiny-qwen3-untied", "dspark"}, GreedyCase{"tiny-qwen3-untied", "eagle3"},
-                      GreedyCase{"tiny-qwen3-untied", "dspark", draft::MarkovHead::kRnn}),
+                      GreedyCase{"tiny-qwen3-untied", "dspark", draft::MarkovHead::kRnn},
+                      GreedyCase{"tiny-qwen3-untied", "dspark", draft::MarkovHead::kVanilla, model::Kernels::kTensorOps},
+                      GreedyCase{"tiny-qwen3-untied", "eagle3", draft::MarkovHead::kVanilla, model::Kernels::kTensorOps},
+                      GreedyCase{"tiny-qwen3-tied", "ngram", draft::MarkovHead::kVanilla, model::Kernels::kTensorOps}),
     [](const auto& info) {
       return info.param.target.substr(11) + "_" + info.param.method +
-             (info.param.head == draft::MarkovHead::kRnn ? "_rnn" : "");
+             (info.param.head == draft::MarkovHead::kRnn ? "_rnn" : "") +
+             (info.param.kernels == model::Kernels::kTensorOps ? "_tensor_ops" : "");
     });
 
 TEST(Speculative, StopTokenEndsGenerationAndIsNotEmitted) {
