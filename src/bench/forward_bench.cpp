@@ -6,6 +6,7 @@
 
 #include "bench/median.h"
 #include "engine/engine.h"
+#include "model/device.h"
 
 namespace dspark::bench {
 
@@ -25,8 +26,12 @@ struct PointRunner {
   model::ForwardBatch batch;
 
   void run_once(model::Transformer& model, model::KvCache& cache, bool timed) {
+    // On a GPU the clock must wait for the queued work on both sides, or a point's time would hold
+    // the tail of the one before it.
+    model::synchronize(model.device());
     const auto start = std::chrono::steady_clock::now();
     model.forward(cache, batch);
+    model::synchronize(model.device());
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     for (const model::SeqChunk& seq : batch.seqs) cache.truncate(seq.slot, point.context);
     if (timed) point.runs_ms.push_back(ms);
