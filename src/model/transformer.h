@@ -51,6 +51,8 @@ struct ForwardOutput {
 
 enum class WeightDType { kF32, kBF16 };
 
+class GgufFile;
+
 struct LoadOptions {
   WeightDType weight_dtype = WeightDType::kBF16;
   torch::Device device = torch::kCPU;
@@ -68,8 +70,8 @@ struct DecoderLayer {
 
 class Transformer {
  public:
-  // dir holds config.json and *.safetensors (single or sharded). Throws dspark::Error naming the
-  // file and the problem on bad input.
+  // dir holds config.json and *.safetensors (single or sharded), or is a .gguf file (see
+  // gguf_loader.h). Throws dspark::Error naming the file and the problem on bad input.
   static Transformer load(const std::string& dir, const LoadOptions& options = {});
 
   // Entry points. Each appends the new tokens' keys/values to the cache and commits them.
@@ -108,6 +110,8 @@ class Transformer {
  private:
   Transformer(ModelConfig config, const LoadOptions& options);
   void load_weights(const std::string& dir);
+  void load_gguf_weights(const GgufFile& file);  // gguf_loader.cpp
+  void move_to_device();
 
   // Whether a forward of at most kSmallBatchRows tokens takes the rows path (decoder_layer_rows):
   // on the CPU, unless gradients are wanted.

@@ -1,0 +1,161 @@
+// Models loaded from GGUF files against llama.cpp's own outputs on them (gguf-tiny fixtures):
+// logits of every position and greedy tokens, for every tensor type; our export read back gives
+// the model it came from (Qwen3, and Llama with its permuted q/k rows); bad files are one-line
+// errors.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/autoregressive.h"
+#include "expect_error.h"
+#include "gguf_test_util.h"
+#include "model/gguf_export.h"
+#include "model/gguf_loader.h"
+#include "model/model_init.h"
+#include "model/transformer.h"
+
+namespace dspark::model {
+namespace {
+
+torch::Tensor all_logits(Transformer& model, const std::vector<int64_t>& ids) {
+  KvCache cache = model.make_cache(1, static_cast<int64_t>(ids.size()));
+  ForwardBatch batch;
+  batch.token_ids = ids;
+  batch.seqs = {{*cache.allocate(), static_cast<int64_t>(ids.size())}};
+  for (size_t i = 0; i < ids.size(); ++i) batch.logit_rows.push_back(static_cast<int64_t>(i));
+  return model.forward(cache, batch).logits.contiguous();
+}
+
+std::vector<int64_t> greedy(Transformer& model, const std::vector<int64_t>& prompt, int64_t n) {
+  engine::GenerationRequest request;
+  request.prompt_ids = prompt;
+  request.sampling.temperature = 0;
+  request.max_tokens = n;
+  return engine::generate_autoregressive(model, request, 1).front().ids;
+}
+
+struct GgufCase {
+  std::string file;
+  double max_abs_diff;  // logits vs llama.cpp's, every position of every case
+  bool all_greedy;      // all 16 greedy tokens equal; else the first, where the margin allows
+};
+
+void PrintTo(const GgufCase& c, std::ostream* os) { *os << c.file; }
+
+class GgufLogits : public ::testing::TestWithParam<GgufCase> {};
+
+// Weights as the file holds them, computed in f32 (--dtype f32). F32/F16/BF16 files: within 1e-4
+// of llama.cpp (README). Quantized files: llama.cpp also quantizes the activations to 8-bit blocks
+// inside its dot products, so our f32 activations differ by up to a few 1e-2 (README); the bound
+// per file is what we measured with ~2x headroom. Greedy: F32/F16/BF16 all 16 tokens; quantized
+// files the first token of each case whose top-1/top-2 margin exceeds 4x the logit bound.
+TEST_P(GgufLogits, MatchLlamaCpp) {
+  torch::NoGradGuard no_grad;
+  const GgufCase& param = GetParam();
+  Transformer model = Transformer::load(test::gguf_fixture(param.file).string(), {WeightDType::kF32});
+  const nlohmann::json expected = test::gguf_expected(param.file);
+  ASSERT_EQ(expected["cases"].size(), 4u);
+  int n_greedy_checked = 0;
+  for (const auto& c : expected["cases"]) {
+    const std::vector<int64_t> ids = c["ids"];
+    SCOPED_TRACE("prompt of " + std::to_string(ids.size()) + " tokens");
+    const std::vector<float> ref = test::read_f32(test::gguf_fixture(c["logits_file"].get<std::string>()));
+    const torch::Tensor logits = all_logits(model, ids);
+    ASSERT_EQ(logits.numel(), static_cast<int64_t>(ref.size()));
+    const torch::Tensor ref_t = torch::from_blob(const_cast<float*>(ref.data()), logits.sizes(), torch::kFloat32);
+    const double diff = (logits - ref_t).abs().max().item<double>();
+    EXPECT_LE(diff, param.max_abs_diff);
+    RecordProperty("max_abs_diff_" + std::to_string(ids.size()), std::to_string(diff));
+    const std::vector<int64_t> ref_greedy = c["greedy_next_16"];
+    if (param.all_greedy) {
+      EXPECT_EQ(greedy(model, ids, 16), ref_greedy);
+      ++n_greedy_checked;
+    } else if (c["last_row_top1_top2_margin"].get<double>() > 4 * param.max_abs_diff) {
+      EXPECT_EQ(greedy(model, ids, 1).front(), ref_greedy.front());
+      ++n_greedy_checked;
+    }
+  }
+  EXPECT_GE(n_greedy_checked, 1);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, GgufLogits,
+                         ::testing::Values(GgufCase{"untied-f32.gguf", 1e-4, true},
+                                           GgufCase{"untied-f16.gguf", 1e-4, true},
+                                           GgufCase{"untied-bf16.gguf", 1e-4, true},
+                                           GgufCase{"untied-q8_0.gguf", 2e-2, false},
+                                           GgufCase{"untied-q4_0.gguf", 5e-2, false},
+                                           GgufCase{"k256-f16.gguf", 1e-4, true},
+                                           GgufCase{"k256-q8_0.gguf", 2e-2, false},
+                                           GgufCase{"k256-q4_0.gguf", 5e-2, false},
+                                           GgufCase{"k256-q6_k.gguf", 2e-2, false},
+                                           GgufCase{"k256-q4_k_m.gguf", 5e-2, false}),
+                         [](const auto& info) {
+                           std::string name = info.param.file.substr(0, info.param.file.size() - 5);
+                           for (char& ch : name) if (ch == '-') ch = '_';
+                           return name;
+                         });
+
+TEST(GgufLoader, ConfigFromMetadata) {
+  const ModelConfig c = gguf_model_config(GgufFile::open(test::gguf_fixture("k256-q4_k_m.gguf").string()));
+  EXPECT_EQ(c.arch, Arch::kQwen3);
+  EXPECT_EQ(c.vocab_size, 512);
+  EXPECT_EQ(c.hidden_size, 256);
+  EXPECT_EQ(c.intermediate_size, 512);
+  EXPECT_EQ(c.n_layers, 2);
+  EXPECT_EQ(c.n_heads, 4);
+  EXPECT_EQ(c.n_kv_heads, 2);
+  EXPECT_EQ(c.head_dim, 64);
+  EXPECT_EQ(c.rope_theta, 1e6);
+  EXPECT_EQ(c.max_position_embeddings, 4096);
+  EXPECT_FALSE(c.tie_word_embeddings);
+  EXPECT_TRUE(c.qk_norm);
+  const GenerationConfig g = GenerationConfig::load_or_default(test::gguf_fixture("untied-f32.gguf").string(),
+                                                               gguf_model_config(GgufFile::open(test::gguf_fixture("untied-f32.gguf").string())));
+  EXPECT_EQ(g.eos_token_ids, std::vector<int64_t>{458});
+}
+
+// Our export of a checkpoint, loaded back, is that checkpoint: Qwen3 (the fixture, as f32) and
+// Llama (random weights with attention biases, whose q/k rows the export permutes and the loader
+// un-permutes), within 1e-5 in f32; the tied head stays tied.
+TEST(GgufLoader, ExportThenLoadEqualsCheckpoint) {
+  torch::NoGradGuard no_grad;
+  test::TempDir dir;
+  nlohmann::json j = {{"architectures", {"LlamaForCausalLM"}}, {"model_type", "llama"}, {"vocab_size", 300},
+                      {"hidden_size", 64}, {"intermediate_size", 96}, {"num_hidden_layers", 2},
+                      {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"rms_norm_eps", 1e-5},
+                      {"rope_theta", 500000.0}, {"attention_bias", true}, {"tie_word_embeddings", true},
+                      {"torch_dtype", "float32"}, {"eos_token_id", 2}};
+  write_random_checkpoint(ModelConfig::from_json(j, "llama-test"), (dir / "llama").string(), {5, 0});
+  const std::vector<int64_t> ids = {1, 17, 250, 3, 99, 42, 7, 120, 64};
+  for (const std::string& name : {std::string("llama"), test::fixture("tiny-qwen3-untied").string()}) {
+    const std::string model_dir = name == "llama" ? (dir / "llama").string() : name;
+    const std::string gguf = dir.file("model.gguf");
+    export_gguf(model_dir, GgmlType::kF32, gguf);
+    Transformer from_checkpoint = Transformer::load(model_dir, {WeightDType::kF32});
+    Transformer from_gguf = Transformer::load(gguf, {WeightDType::kF32});
+    EXPECT_EQ(from_gguf.config().tie_word_embeddings, from_checkpoint.config().tie_word_embeddings) << name;
+    EXPECT_EQ(from_gguf.config().attention_bias, from_checkpoint.config().attention_bias) << name;
+    EXPECT_LE((all_logits(from_gguf, ids) - all_logits(from_checkpoint, ids)).abs().max().item<double>(), 1e-5) << name;
+  }
+}
+
+TEST(GgufLoader, BadModelFilesAreOneLineErrors) {
+  test::TempDir dir;
+  const std::string src = test::gguf_fixture("untied-q8_0.gguf").string();
+  const std::string arch = dir.file("arch.gguf");
+  test::rewrite_gguf(src, arch, [](test::GgufCopy& c) { test::set_metadata(c, "general.architecture", gguf_string("mamba")); });
+  test::expect_error([&] { Transformer::load(arch); }, {"arch.gguf", "architecture 'mamba'", "not supported"});
+  const std::string shape = dir.file("shape.gguf");
+  test::rewrite_gguf(src, shape, [](test::GgufCopy& c) { test::tensor_of(c, "blk.1.ffn_up.weight").ne = {96, 128}; });
+  test::expect_error([&] { Transformer::load(shape); }, {"shape.gguf", "blk.1.ffn_up.weight", "[96, 128]", "expected [96, 160]"});
+  const std::string type = dir.file("type.gguf");
+  test::rewrite_gguf(src, type, [](test::GgufCopy& c) { test::tensor_of(c, "blk.2.attn_v.weight").type = GgmlType::kIQ4_NL; });
+  test::expect_error([&] { Transformer::load(type); }, {"type.gguf", "blk.2.attn_v.weight", "IQ4_NL", "not supported"});
+  const std::string missing = dir.file("missing.gguf");
+  test::rewrite_gguf(src, missing, [](test::GgufCopy& c) { test::set_metadata(c, "qwen3.block_count", gguf_uint32(4)); });
+  test::expect_error([&] { Transformer::load(missing); }, {"missing.gguf", "blk.3.attn_norm.weight", "missing"});
+}
+
+}  // namespace
+}  // namespace dspark::model
