@@ -17,12 +17,12 @@ int64_t arch_int(const GgufFile& f, const std::string& arch, const std::string& 
 
 std::string layer_name(int64_t layer, const std::string& what) { return "blk." + std::to_string(layer) + "." + what; }
 
-// Copies GGUF matrix `name` ([rows, cols], ggml ne {cols, rows}), dequantized, into `out` (a
+// Copies GGUF matrix `name` ([rows, cols], ggml ne {cols, rows}; a vector when rows is 1), dequantized, into `out` (a
 // [rows, cols] tensor or view of any float dtype). permute_heads > 0 undoes llama.cpp's Llama q/k
 // row permutation over that many heads.
 void copy_matrix(const GgufFile& f, const std::string& name, int64_t rows, int64_t cols, int64_t permute_heads,
                  torch::Tensor out) {
-  const GgufTensorInfo& info = f.tensor(name, {cols, rows});
+  const GgufTensorInfo& info = f.tensor(name, rows == 1 ? std::vector<int64_t>{cols} : std::vector<int64_t>{cols, rows});
   std::vector<float> values = f.read_f32(info);
   torch::Tensor t = torch::from_blob(values.data(), {rows, cols}, torch::kFloat32);
   if (permute_heads > 0) {

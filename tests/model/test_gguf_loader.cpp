@@ -43,35 +43,59 @@ struct GgufCase {
 
 void PrintTo(const GgufCase& c, std::ostream* os) { *os << c.file; }
 
+// The family's least rounded file: llama.cpp's logits on it are the yardstick for the others.
+std::string reference_file(const std::string& file) { return file.rfind("untied", 0) == 0 ? "untied-f32.gguf" : "k256-f16.gguf"; }
+
+double max_abs_diff(const torch::Tensor& a, const std::vector<float>& b) {
+  const torch::Tensor bt = torch::from_blob(const_cast<float*>(b.data()), a.sizes(), torch::kFloat32);
+  return (a - bt).abs().max().item<double>();
+}
+
 class GgufLogits : public ::testing::TestWithParam<GgufCase> {};
 
-// Weights as the file holds them, computed in f32 (--dtype f32). F32/F16/BF16 files: within 1e-4
-// of llama.cpp (README). Quantized files: llama.cpp also quantizes the activations to 8-bit blocks
-// inside its dot products, so our f32 activations differ by up to a few 1e-2 (README); the bound
-// per file is what we measured with ~2x headroom. Greedy: F32/F16/BF16 all 16 tokens; quantized
-// files the first token of each case whose top-1/top-2 margin exceeds 4x the logit bound.
+// Weights as the file holds them (dequantized exactly), computed in f32 (--dtype f32), against
+// llama.cpp's logits of every position of the four cases.
+// - F32: within 1e-4, and all 16 greedy tokens equal.
+// - Other types: llama.cpp's CPU matmul rounds the activations to the weight's dot-product type
+//   (F16 -> f16, BF16 -> bf16, Q8_0/Q4_0 -> Q8_0 blocks, K-quants -> Q8_K), which we do not, so
+//   the logits differ by more than the README's 1e-4 for F16/BF16: measured max |diff| untied
+//   (|logits| up to 12.5) f16 0.011, bf16 0.095, q8_0 0.38, q4_0 0.32; k256 (|logits| up to 1.4)
+//   f16 7e-4, q8_0 0.019, q4_0 0.022, q6_k 0.027, q4_k_m 0.031. The bound per file is ~1.5x that.
+//   And, tighter, for every case: our logits are closer to llama.cpp's on this file than
+//   llama.cpp's on the family's least rounded file (F32, or F16 for k256) are, i.e. we compute the
+//   file's weights and not something else (a wrong block layout misses by whole units).
+// - Greedy: all 16 tokens for the F32/F16 files; else the first token of each case whose last-row
+//   top-1/top-2 margin exceeds twice our last row's max |diff| (then the argmax cannot differ).
 TEST_P(GgufLogits, MatchLlamaCpp) {
   torch::NoGradGuard no_grad;
   const GgufCase& param = GetParam();
   Transformer model = Transformer::load(test::gguf_fixture(param.file).string(), {WeightDType::kF32});
   const nlohmann::json expected = test::gguf_expected(param.file);
+  const nlohmann::json reference = test::gguf_expected(reference_file(param.file));
   ASSERT_EQ(expected["cases"].size(), 4u);
   int n_greedy_checked = 0;
-  for (const auto& c : expected["cases"]) {
+  for (size_t i = 0; i < 4; ++i) {
+    const nlohmann::json& c = expected["cases"][i];
     const std::vector<int64_t> ids = c["ids"];
     SCOPED_TRACE("prompt of " + std::to_string(ids.size()) + " tokens");
+    ASSERT_EQ(reference["cases"][i]["ids"], c["ids"]);
     const std::vector<float> ref = test::read_f32(test::gguf_fixture(c["logits_file"].get<std::string>()));
     const torch::Tensor logits = all_logits(model, ids);
     ASSERT_EQ(logits.numel(), static_cast<int64_t>(ref.size()));
-    const torch::Tensor ref_t = torch::from_blob(const_cast<float*>(ref.data()), logits.sizes(), torch::kFloat32);
-    const double diff = (logits - ref_t).abs().max().item<double>();
+    const double diff = max_abs_diff(logits, ref);
     EXPECT_LE(diff, param.max_abs_diff);
-    RecordProperty("max_abs_diff_" + std::to_string(ids.size()), std::to_string(diff));
+    if (param.file != reference_file(param.file)) {
+      const std::vector<float> yardstick =
+          test::read_f32(test::gguf_fixture(reference["cases"][i]["logits_file"].get<std::string>()));
+      const torch::Tensor ref_t = torch::from_blob(const_cast<float*>(ref.data()), logits.sizes(), torch::kFloat32);
+      EXPECT_LT(diff, max_abs_diff(ref_t, yardstick));
+    }
     const std::vector<int64_t> ref_greedy = c["greedy_next_16"];
     if (param.all_greedy) {
       EXPECT_EQ(greedy(model, ids, 16), ref_greedy);
       ++n_greedy_checked;
-    } else if (c["last_row_top1_top2_margin"].get<double>() > 4 * param.max_abs_diff) {
+    } else if (c["last_row_top1_top2_margin"].get<double>() >
+               2 * max_abs_diff(logits[-1], std::vector<float>(ref.end() - logits.size(1), ref.end()))) {
       EXPECT_EQ(greedy(model, ids, 1).front(), ref_greedy.front());
       ++n_greedy_checked;
     }
@@ -81,14 +105,14 @@ TEST_P(GgufLogits, MatchLlamaCpp) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, GgufLogits,
                          ::testing::Values(GgufCase{"untied-f32.gguf", 1e-4, true},
-                                           GgufCase{"untied-f16.gguf", 1e-4, true},
-                                           GgufCase{"untied-bf16.gguf", 1e-4, true},
-                                           GgufCase{"untied-q8_0.gguf", 2e-2, false},
-                                           GgufCase{"untied-q4_0.gguf", 5e-2, false},
-                                           GgufCase{"k256-f16.gguf", 1e-4, true},
-                                           GgufCase{"k256-q8_0.gguf", 2e-2, false},
-                                           GgufCase{"k256-q4_0.gguf", 5e-2, false},
-                                           GgufCase{"k256-q6_k.gguf", 2e-2, false},
+                                           GgufCase{"untied-f16.gguf", 2e-2, true},
+                                           GgufCase{"untied-bf16.gguf", 1.5e-1, false},
+                                           GgufCase{"untied-q8_0.gguf", 6e-1, false},
+                                           GgufCase{"untied-q4_0.gguf", 5e-1, false},
+                                           GgufCase{"k256-f16.gguf", 1.5e-3, true},
+                                           GgufCase{"k256-q8_0.gguf", 3e-2, false},
+                                           GgufCase{"k256-q4_0.gguf", 4e-2, false},
+                                           GgufCase{"k256-q6_k.gguf", 4e-2, false},
                                            GgufCase{"k256-q4_k_m.gguf", 5e-2, false}),
                          [](const auto& info) {
                            std::string name = info.param.file.substr(0, info.param.file.size() - 5);
