@@ -275,34 +275,29 @@ bool GgufFile::get_bool(const std::string& key) const {
   return v.integer != 0;
 }
 
-std::vector<std::string> GgufFile::get_strings(const std::string& key) const {
-  const GgufValue& v = value(key);
-  if (v.type != GgufType::kArray || v.element_type != GgufType::kString)
-    fail("metadata key '" + key + "' is not an array of strings");
-  std::vector<std::string> out;
+namespace {
+
+bool is_string(GgufType t) { return t == GgufType::kString; }
+
+// The items of array `key` after checking their type (element_ok), mapped by `pick`.
+template <typename Pick>
+auto array_items(const GgufFile& f, const std::string& key, bool (*element_ok)(GgufType), const char* what, Pick pick) {
+  const GgufValue& v = f.value(key);
+  if (v.type != GgufType::kArray || !element_ok(v.element_type)) f.fail("metadata key '" + key + "' is not an array of " + what);
+  std::vector<decltype(pick(v))> out;
   out.reserve(v.items.size());
-  for (const GgufValue& item : v.items) out.push_back(item.string);
+  for (const GgufValue& item : v.items) out.push_back(pick(item));
   return out;
+}
+
+}  // namespace
+
+std::vector<std::string> GgufFile::get_strings(const std::string& key) const {
+  return array_items(*this, key, is_string, "strings", [](const GgufValue& item) { return item.string; });
 }
 
 std::vector<int64_t> GgufFile::get_ints(const std::string& key) const {
-  const GgufValue& v = value(key);
-  if (v.type != GgufType::kArray || !is_integer(v.element_type))
-    fail("metadata key '" + key + "' is not an array of integers");
-  std::vector<int64_t> out;
-  out.reserve(v.items.size());
-  for (const GgufValue& item : v.items) out.push_back(item.integer);
-  return out;
-}
-
-std::vector<double> GgufFile::get_floats(const std::string& key) const {
-  const GgufValue& v = value(key);
-  if (v.type != GgufType::kArray || !is_number(v.element_type))
-    fail("metadata key '" + key + "' is not an array of numbers");
-  std::vector<double> out;
-  out.reserve(v.items.size());
-  for (const GgufValue& item : v.items) out.push_back(is_integer(item.type) ? static_cast<double>(item.integer) : item.real);
-  return out;
+  return array_items(*this, key, is_integer, "integers", [](const GgufValue& item) { return item.integer; });
 }
 
 std::optional<int64_t> GgufFile::find_int(const std::string& key) const {

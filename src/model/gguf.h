@@ -78,7 +78,6 @@ class GgufFile {
   bool get_bool(const std::string& key) const;
   std::vector<std::string> get_strings(const std::string& key) const;  // array of string
   std::vector<int64_t> get_ints(const std::string& key) const;         // array of integers
-  std::vector<double> get_floats(const std::string& key) const;        // array of numbers
   std::optional<int64_t> find_int(const std::string& key) const;
   std::optional<double> find_float(const std::string& key) const;
   std::optional<std::string> find_string(const std::string& key) const;

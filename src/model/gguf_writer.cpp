@@ -57,6 +57,12 @@ GgufValue scalar(GgufType type) {
   return v;
 }
 
+GgufValue integer_value(GgufType type, int64_t value) {
+  GgufValue v = scalar(type);
+  v.integer = value;
+  return v;
+}
+
 size_t tensor_bytes(const GgufTensorToWrite& t) {
   int64_t rows = 1;
   for (size_t d = 1; d < t.ne.size(); ++d) rows *= t.ne[d];
@@ -70,24 +76,12 @@ GgufValue gguf_string(std::string value) {
   v.string = std::move(value);
   return v;
 }
-GgufValue gguf_uint32(uint32_t value) {
-  GgufValue v = scalar(GgufType::kUint32);
-  v.integer = value;
-  return v;
-}
-GgufValue gguf_int32(int32_t value) {
-  GgufValue v = scalar(GgufType::kInt32);
-  v.integer = value;
-  return v;
-}
+GgufValue gguf_uint32(uint32_t value) { return integer_value(GgufType::kUint32, value); }
+GgufValue gguf_int32(int32_t value) { return integer_value(GgufType::kInt32, value); }
+GgufValue gguf_bool(bool value) { return integer_value(GgufType::kBool, value); }
 GgufValue gguf_float32(float value) {
   GgufValue v = scalar(GgufType::kFloat32);
   v.real = value;
-  return v;
-}
-GgufValue gguf_bool(bool value) {
-  GgufValue v = scalar(GgufType::kBool);
-  v.integer = value;
   return v;
 }
 GgufValue gguf_strings(std::vector<std::string> values) {

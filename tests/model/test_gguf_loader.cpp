@@ -7,8 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/autoregressive.h"
 #include "expect_error.h"
+#include "forward_test_util.h"
 #include "gguf_test_util.h"
 #include "model/gguf_export.h"
 #include "model/gguf_loader.h"
@@ -18,22 +18,8 @@
 namespace dspark::model {
 namespace {
 
-torch::Tensor all_logits(Transformer& model, const std::vector<int64_t>& ids) {
-  KvCache cache = model.make_cache(1, static_cast<int64_t>(ids.size()));
-  ForwardBatch batch;
-  batch.token_ids = ids;
-  batch.seqs = {{*cache.allocate(), static_cast<int64_t>(ids.size())}};
-  for (size_t i = 0; i < ids.size(); ++i) batch.logit_rows.push_back(static_cast<int64_t>(i));
-  return model.forward(cache, batch).logits.contiguous();
-}
-
-std::vector<int64_t> greedy(Transformer& model, const std::vector<int64_t>& prompt, int64_t n) {
-  engine::GenerationRequest request;
-  request.prompt_ids = prompt;
-  request.sampling.temperature = 0;
-  request.max_tokens = n;
-  return engine::generate_autoregressive(model, request, 1).front().ids;
-}
+using test::all_logits;
+using test::greedy;
 
 struct GgufCase {
   std::string file;
@@ -80,7 +66,7 @@ TEST_P(GgufLogits, MatchLlamaCpp) {
     SCOPED_TRACE("prompt of " + std::to_string(ids.size()) + " tokens");
     ASSERT_EQ(reference["cases"][i]["ids"], c["ids"]);
     const std::vector<float> ref = test::read_f32(test::gguf_fixture(c["logits_file"].get<std::string>()));
-    const torch::Tensor logits = all_logits(model, ids);
+    const torch::Tensor logits = all_logits(model, ids).contiguous();
     ASSERT_EQ(logits.numel(), static_cast<int64_t>(ref.size()));
     const double diff = max_abs_diff(logits, ref);
     EXPECT_LE(diff, param.max_abs_diff);
@@ -120,23 +106,33 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, GgufLogits,
                            return name;
                          });
 
-TEST(GgufLoader, ConfigFromMetadata) {
-  const ModelConfig c = gguf_model_config(GgufFile::open(test::gguf_fixture("k256-q4_k_m.gguf").string()));
-  EXPECT_EQ(c.arch, Arch::kQwen3);
-  EXPECT_EQ(c.vocab_size, 512);
-  EXPECT_EQ(c.hidden_size, 256);
-  EXPECT_EQ(c.intermediate_size, 512);
-  EXPECT_EQ(c.n_layers, 2);
-  EXPECT_EQ(c.n_heads, 4);
-  EXPECT_EQ(c.n_kv_heads, 2);
-  EXPECT_EQ(c.head_dim, 64);
-  EXPECT_EQ(c.rope_theta, 1e6);
-  EXPECT_EQ(c.max_position_embeddings, 4096);
-  EXPECT_FALSE(c.tie_word_embeddings);
-  EXPECT_TRUE(c.qk_norm);
-  const GenerationConfig g = GenerationConfig::load_or_default(test::gguf_fixture("untied-f32.gguf").string(),
-                                                               gguf_model_config(GgufFile::open(test::gguf_fixture("untied-f32.gguf").string())));
+// The hyper-parameters from the metadata are those of the Hugging Face config the file was
+// converted from (config.json of k256-hf / tiny-qwen3-untied), and a GGUF file's generation defaults are the
+// defaults with its eos id.
+TEST(GgufLoader, ConfigFromMetadataEqualsHuggingFaceConfig) {
+  for (const auto& [gguf, hf] : {std::pair{"k256-q4_k_m.gguf", test::gguf_fixture("k256-hf")},
+                                 std::pair{"untied-q8_0.gguf", test::fixture("tiny-qwen3-untied")}}) {
+    SCOPED_TRACE(gguf);
+    const ModelConfig g = gguf_model_config(GgufFile::open(test::gguf_fixture(gguf).string()));
+    const ModelConfig h = ModelConfig::load(hf.string());
+    EXPECT_EQ(g.arch, h.arch);
+    EXPECT_EQ(g.architecture, h.architecture);
+    EXPECT_EQ(std::vector<int64_t>({g.vocab_size, g.hidden_size, g.intermediate_size, g.n_layers, g.n_heads, g.n_kv_heads,
+                                    g.head_dim, g.max_position_embeddings}),
+              std::vector<int64_t>({h.vocab_size, h.hidden_size, h.intermediate_size, h.n_layers, h.n_heads, h.n_kv_heads,
+                                    h.head_dim, h.max_position_embeddings}));
+    EXPECT_EQ(g.rope_theta, h.rope_theta);
+    EXPECT_EQ(static_cast<float>(g.rms_norm_eps), static_cast<float>(h.rms_norm_eps));  // GGUF stores it as float32
+    EXPECT_EQ(g.tie_word_embeddings, h.tie_word_embeddings);
+    EXPECT_EQ(g.qk_norm, h.qk_norm);
+    // bos from the tokenizer metadata (k256's converter took it from the tokenizer, not config.json)
+    EXPECT_EQ(g.bos_token_id, GgufFile::open(test::gguf_fixture(gguf).string()).find_int("tokenizer.ggml.bos_token_id"));
+    EXPECT_TRUE(g.rope_freq_factors.empty());
+  }
+  const std::string file = test::gguf_fixture("untied-f32.gguf").string();
+  const GenerationConfig g = GenerationConfig::load_or_default(file, gguf_model_config(GgufFile::open(file)));
   EXPECT_EQ(g.eos_token_ids, std::vector<int64_t>{458});
+  EXPECT_FALSE(g.do_sample);
 }
 
 // Our export of a checkpoint, loaded back, is that checkpoint: Qwen3 (the fixture, as f32) and

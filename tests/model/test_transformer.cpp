@@ -10,21 +10,15 @@
 #include "model/model_init.h"
 #include "model/safetensors.h"
 #include "model/transformer.h"
+#include "forward_test_util.h"
 #include "test_util.h"
 
 namespace dspark::model {
 namespace {
 
+using test::all_logits;
 using test::fixture;
-
-torch::Tensor all_logits(Transformer& model, const std::vector<int64_t>& ids) {
-  KvCache cache = model.make_cache(1, static_cast<int64_t>(ids.size()));
-  ForwardBatch batch;
-  batch.token_ids = ids;
-  batch.seqs = {{*cache.allocate(), static_cast<int64_t>(ids.size())}};
-  for (size_t i = 0; i < ids.size(); ++i) batch.logit_rows.push_back(static_cast<int64_t>(i));
-  return model.forward(cache, batch).logits;
-}
+using test::greedy;
 
 // all_logits through the libtorch path, which other devices and autograd take: on the CPU, asking
 // for gradients is what keeps a forward off the rows path.
@@ -34,14 +28,6 @@ torch::Tensor libtorch_path_logits(Transformer& model, const std::vector<int64_t
   torch::Tensor logits = all_logits(model, ids).detach();
   model.set_requires_grad(false);
   return logits;
-}
-
-std::vector<int64_t> greedy(Transformer& model, const std::vector<int64_t>& prompt, int64_t n) {
-  engine::GenerationRequest request;
-  request.prompt_ids = prompt;
-  request.sampling.temperature = 0;
-  request.max_tokens = n;
-  return engine::generate_autoregressive(model, request, 1).front().ids;
 }
 
 struct FixtureCase {
