@@ -7,6 +7,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cmath>
+#include <filesystem>
+
 #include "expect_error.h"
 #include "forward_test_util.h"
 #include "gguf_test_util.h"
@@ -158,6 +161,49 @@ TEST(GgufLoader, ExportThenLoadEqualsCheckpoint) {
     EXPECT_EQ(from_gguf.config().attention_bias, from_checkpoint.config().attention_bias) << name;
     EXPECT_LE((all_logits(from_gguf, ids) - all_logits(from_checkpoint, ids)).abs().max().item<double>(), 1e-5) << name;
   }
+}
+
+// llama3 RoPE scaling reaches GGUF files as llama.cpp's rope_freqs.weight tensor (per-frequency
+// divisors, computed here as its converter does): a Llama GGUF with it equals the checkpoint whose
+// config.json has the rope_scaling (factor 8, low 1, high 4, original context 64), within 1e-5.
+TEST(GgufLoader, RopeFreqsTensorIsLlama3Scaling) {
+  torch::NoGradGuard no_grad;
+  test::TempDir dir;
+  nlohmann::json j = {{"architectures", {"LlamaForCausalLM"}}, {"model_type", "llama"}, {"vocab_size", 300},
+                      {"hidden_size", 64}, {"intermediate_size", 96}, {"num_hidden_layers", 2},
+                      {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"rms_norm_eps", 1e-5},
+                      {"rope_theta", 500000.0}, {"tie_word_embeddings", false}, {"eos_token_id", 2}};
+  write_random_checkpoint(ModelConfig::from_json(j, "llama-test"), (dir / "plain").string(), {9, 0});
+  export_gguf((dir / "plain").string(), GgmlType::kF32, dir.file("plain.gguf"));
+  j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0}, {"high_freq_factor", 4.0},
+                       {"original_max_position_embeddings", 64}};
+  std::filesystem::copy(dir / "plain", dir / "scaled");
+  test::write_text(dir / "scaled" / "config.json", j.dump());
+
+  const int64_t head_dim = 16;
+  std::vector<float> factors;
+  for (int64_t i = 0; i < head_dim / 2; ++i) {
+    const double freq = 1.0 / std::pow(500000.0, static_cast<double>(2 * i) / head_dim);
+    const double wavelen = 2 * M_PI / freq, low_wavelen = 64 / 1.0, high_wavelen = 64 / 4.0;
+    const double smooth = (64 / wavelen - 1.0) / (4.0 - 1.0);
+    factors.push_back(static_cast<float>(wavelen < high_wavelen ? 1.0 : wavelen > low_wavelen ? 8.0 : 1.0 / ((1 - smooth) / 8.0 + smooth)));
+  }
+  test::rewrite_gguf(dir.file("plain.gguf"), dir.file("scaled.gguf"), [&](test::GgufCopy& c) {
+    GgufTensorInfo t;
+    t.name = "rope_freqs.weight";
+    t.ne = {head_dim / 2};
+    t.data = reinterpret_cast<const uint8_t*>(factors.data());
+    t.n_bytes = factors.size() * sizeof(float);
+    c.tensors.push_back(t);
+  });
+  Transformer from_gguf = Transformer::load(dir.file("scaled.gguf"), {WeightDType::kF32});
+  Transformer from_checkpoint = Transformer::load((dir / "scaled").string(), {WeightDType::kF32});
+  Transformer unscaled = Transformer::load(dir.file("plain.gguf"), {WeightDType::kF32});
+  std::vector<int64_t> ids;
+  for (int64_t i = 0; i < 80; ++i) ids.push_back((7 + 31 * i) % 300);
+  const torch::Tensor expected = all_logits(from_checkpoint, ids);
+  EXPECT_LE((all_logits(from_gguf, ids) - expected).abs().max().item<double>(), 1e-5);
+  EXPECT_GT((all_logits(unscaled, ids) - expected).abs().max().item<double>(), 1e-3);  // the scaling matters here
 }
 
 TEST(GgufLoader, BadModelFilesAreOneLineErrors) {
