@@ -88,7 +88,8 @@ ChatTemplate ChatTemplate::from_config(const TokenizerConfig& config) {
 }
 
 ChatTemplate ChatTemplate::load(const std::filesystem::path& path) {
-  if (model::is_gguf_path(path.string())) return from_config(read_gguf_tokenizer_config(model::GgufFile::open(path.string())));
+  if (model::is_gguf_path(path.string()))
+    return from_config(read_gguf_tokenizer_config(model::GgufFile::open(path.string())));
   const std::filesystem::path directory = std::filesystem::is_directory(path) ? path : path.parent_path();
   return from_config(TokenizerConfig::load_from_directory(directory));
 }
