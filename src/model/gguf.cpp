@@ -324,7 +324,11 @@ std::vector<float> GgufFile::read_f32(const GgufTensorInfo& info) const {
     fail("tensor '" + info.name + "' has type " + ggml_type_name(info.type) +
          ", which is not supported (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K)");
   std::vector<float> values(static_cast<size_t>(info.numel()));
-  dequantize_row(info.type, info.data, values.data(), info.numel());
+  const int64_t n_rows = info.n_rows(), n_cols = info.ne[0];
+  const size_t row_bytes = ggml_row_bytes(info.type, n_cols);
+#pragma omp parallel for schedule(static) if (n_rows >= 64)
+  for (int64_t r = 0; r < n_rows; ++r)
+    dequantize_row(info.type, info.data + static_cast<size_t>(r) * row_bytes, values.data() + r * n_cols, n_cols);
   return values;
 }
 
