@@ -40,6 +40,14 @@ double max_abs_diff(const torch::Tensor& a, const std::vector<float>& b) {
   return (a - bt).abs().max().item<double>();
 }
 
+// A small Llama config.json (head_dim 16, untied, no biases) for random checkpoints.
+nlohmann::json small_llama_config() {
+  return {{"architectures", {"LlamaForCausalLM"}}, {"model_type", "llama"}, {"vocab_size", 300}, {"hidden_size", 64},
+          {"intermediate_size", 96}, {"num_hidden_layers", 2}, {"num_attention_heads", 4},
+          {"num_key_value_heads", 2}, {"rms_norm_eps", 1e-5}, {"rope_theta", 500000.0},
+          {"tie_word_embeddings", false}, {"torch_dtype", "float32"}, {"eos_token_id", 2}};
+}
+
 class GgufLogits : public ::testing::TestWithParam<GgufCase> {};
 
 // Weights as the file holds them (dequantized exactly), computed in f32 (--dtype f32), against
@@ -144,11 +152,9 @@ TEST(GgufLoader, ConfigFromMetadataEqualsHuggingFaceConfig) {
 TEST(GgufLoader, ExportThenLoadEqualsCheckpoint) {
   torch::NoGradGuard no_grad;
   test::TempDir dir;
-  nlohmann::json j = {{"architectures", {"LlamaForCausalLM"}}, {"model_type", "llama"}, {"vocab_size", 300},
-                      {"hidden_size", 64}, {"intermediate_size", 96}, {"num_hidden_layers", 2},
-                      {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"rms_norm_eps", 1e-5},
-                      {"rope_theta", 500000.0}, {"attention_bias", true}, {"tie_word_embeddings", true},
-                      {"torch_dtype", "float32"}, {"eos_token_id", 2}};
+  nlohmann::json j = small_llama_config();
+  j["attention_bias"] = true;
+  j["tie_word_embeddings"] = true;
   write_random_checkpoint(ModelConfig::from_json(j, "llama-test"), (dir / "llama").string(), {5, 0});
   const std::vector<int64_t> ids = {1, 17, 250, 3, 99, 42, 7, 120, 64};
   for (const std::string& name : {std::string("llama"), test::fixture("tiny-qwen3-untied").string()}) {
@@ -169,10 +175,7 @@ TEST(GgufLoader, ExportThenLoadEqualsCheckpoint) {
 TEST(GgufLoader, RopeFreqsTensorIsLlama3Scaling) {
   torch::NoGradGuard no_grad;
   test::TempDir dir;
-  nlohmann::json j = {{"architectures", {"LlamaForCausalLM"}}, {"model_type", "llama"}, {"vocab_size", 300},
-                      {"hidden_size", 64}, {"intermediate_size", 96}, {"num_hidden_layers", 2},
-                      {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"rms_norm_eps", 1e-5},
-                      {"rope_theta", 500000.0}, {"tie_word_embeddings", false}, {"eos_token_id", 2}};
+  nlohmann::json j = small_llama_config();
   write_random_checkpoint(ModelConfig::from_json(j, "llama-test"), (dir / "plain").string(), {9, 0});
   export_gguf((dir / "plain").string(), GgmlType::kF32, dir.file("plain.gguf"));
   j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0}, {"high_freq_factor", 4.0},
