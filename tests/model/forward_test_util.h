@@ -1,10 +1,10 @@
-// Forward helpers shared by the model tests: logits of every position of a prompt, greedy tokens.
+// Forward helpers for the model tests: logits of every position of a prompt, greedy tokens (on the
+// model alone, no engine).
 #pragma once
 #include <torch/torch.h>
 
 #include <vector>
 
-#include "engine/autoregressive.h"
 #include "model/transformer.h"
 
 namespace dspark::test {
@@ -19,13 +19,17 @@ inline torch::Tensor all_logits(model::Transformer& model, const std::vector<int
   return model.forward(cache, batch).logits;
 }
 
-// n greedy tokens after `prompt` (no stop tokens).
-inline std::vector<int64_t> greedy(model::Transformer& model, const std::vector<int64_t>& prompt, int64_t n) {
-  engine::GenerationRequest request;
-  request.prompt_ids = prompt;
-  request.sampling.temperature = 0;
-  request.max_tokens = n;
-  return engine::generate_autoregressive(model, request, 1).front().ids;
+// n greedy tokens after `prompt` (no stop tokens), by prefill and decode on the model itself.
+inline std::vector<int64_t> greedy_tokens(model::Transformer& model, const std::vector<int64_t>& prompt, int64_t n) {
+  model::KvCache cache = model.make_cache(1, static_cast<int64_t>(prompt.size()) + n);
+  const int64_t slot = *cache.allocate();
+  torch::Tensor logits = model.prefill(cache, slot, prompt).logits;  // [1, vocab]
+  std::vector<int64_t> out;
+  while (true) {
+    out.push_back(logits.reshape({-1}).argmax().item<int64_t>());
+    if (static_cast<int64_t>(out.size()) == n) return out;
+    logits = model.decode(cache, {slot}, {out.back()});
+  }
 }
 
 }  // namespace dspark::test

@@ -22,7 +22,6 @@ namespace dspark::model {
 namespace {
 
 using test::all_logits;
-using test::greedy;
 
 struct GgufCase {
   std::string file;
@@ -89,11 +88,11 @@ TEST_P(GgufLogits, MatchLlamaCpp) {
     }
     const std::vector<int64_t> ref_greedy = c["greedy_next_16"];
     if (param.all_greedy) {
-      EXPECT_EQ(greedy(model, ids, 16), ref_greedy);
+      EXPECT_EQ(test::greedy_tokens(model, ids, 16), ref_greedy);
       ++n_greedy_checked;
     } else if (c["last_row_top1_top2_margin"].get<double>() >
                2 * max_abs_diff(logits[-1], std::vector<float>(ref.end() - logits.size(1), ref.end()))) {
-      EXPECT_EQ(greedy(model, ids, 1).front(), ref_greedy.front());
+      EXPECT_EQ(test::greedy_tokens(model, ids, 1).front(), ref_greedy.front());
       ++n_greedy_checked;
     }
   }

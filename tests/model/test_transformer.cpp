@@ -18,7 +18,6 @@ namespace {
 
 using test::all_logits;
 using test::fixture;
-using test::greedy;
 
 // all_logits through the libtorch path, which other devices and autograd take: on the CPU, asking
 // for gradients is what keeps a forward off the rows path.
@@ -28,6 +27,14 @@ torch::Tensor libtorch_path_logits(Transformer& model, const std::vector<int64_t
   torch::Tensor logits = all_logits(model, ids).detach();
   model.set_requires_grad(false);
   return logits;
+}
+
+std::vector<int64_t> greedy(Transformer& model, const std::vector<int64_t>& prompt, int64_t n) {
+  engine::GenerationRequest request;
+  request.prompt_ids = prompt;
+  request.sampling.temperature = 0;
+  request.max_tokens = n;
+  return engine::generate_autoregressive(model, request, 1).front().ids;
 }
 
 struct FixtureCase {
