@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "common/error.h"
+#include "model/gguf.h"
 #include "tokenizer/chat_template.h"
 
 #ifndef DSPARK_DEFAULT_MODEL_DIR
@@ -54,6 +55,9 @@ std::string default_model_dir() {
 }
 
 std::optional<tokenizer::Tokenizer> load_tokenizer_if_present(const std::string& model_dir) {
+  if (model::is_gguf_path(model_dir))
+    return model::GgufFile::open(model_dir).has("tokenizer.ggml.tokens") ? tokenizer::Tokenizer::load(model_dir)
+                                                                         : std::optional<tokenizer::Tokenizer>();
   if (!std::filesystem::exists(std::filesystem::path(model_dir) / "tokenizer.json")) return std::nullopt;
   return tokenizer::Tokenizer::load(model_dir);
 }

@@ -27,7 +27,7 @@ std::vector<int64_t> parse_ids(const std::string& csv, const std::string& flag);
 model::WeightDType parse_weight_dtype(const std::string& name);
 // The shipped default model (models/default in the source tree), or an error saying to pass --model.
 std::string default_model_dir();
-// The tokenizer in a model directory, if it has one.
+// The tokenizer in a model directory (or in a .gguf file's metadata), if it has one.
 std::optional<tokenizer::Tokenizer> load_tokenizer_if_present(const std::string& model_dir);
 
 // The ids the tokenizer knows: models pad their embedding past the tokenizer's vocabulary and,

@@ -36,7 +36,7 @@ void run_logits(const LogitsArgs& args) {
 void register_logits(CLI::App& app) {
   auto args = std::make_shared<LogitsArgs>();
   CLI::App* cmd = app.add_subcommand("logits", "write the logits of every position as raw little-endian f32 [n, vocab]");
-  cmd->add_option("--model", args->model_dir, "model directory (config.json + safetensors)")->required();
+  cmd->add_option("--model", args->model_dir, "model directory (config.json + safetensors) or a .gguf file")->required();
   cmd->add_option("--ids", args->ids, "comma-separated token ids")->required();
   cmd->add_option("--out", args->out, "output file")->required();
   cmd->add_option("--dtype", args->dtype, "weight dtype in memory: f32 (default, exact) or bf16");

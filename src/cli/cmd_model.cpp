@@ -1,9 +1,11 @@
 // dspark model init: a random-weight checkpoint in Hugging Face layout (tests, benchmarks).
+// dspark model quantize: a checkpoint written as a GGUF file (gguf_export.h).
 #include <filesystem>
 
 #include "cli/commands.h"
 #include "common/error.h"
 #include "draft/draft_init.h"
+#include "model/gguf_export.h"
 #include "model/model_init.h"
 #include "tokenizer/tokenizer.h"
 
@@ -55,6 +57,16 @@ void run_init_drafter(const InitDrafterArgs& args) {
   draft::write_random_drafter(target, config, args.out_dir, args.seed);
 }
 
+struct QuantizeArgs {
+  std::string model_dir, type, out_path;
+};
+
+void run_quantize(const QuantizeArgs& args) {
+  const std::optional<model::GgmlType> type = model::parse_ggml_type(args.type);
+  if (!type) throw Error("--type: expected q8_0, q4_0, f16, bf16 or f32, got '" + args.type + "'");
+  model::export_gguf(args.model_dir, *type, args.out_path);
+}
+
 }  // namespace
 
 void register_model(CLI::App& app) {
@@ -68,6 +80,13 @@ void register_model(CLI::App& app) {
   init->add_option("--max-shard-mb", args->max_shard_mb, "write sharded safetensors of at most this many MB");
   init->add_option("--tokenizer", args->tokenizer, "tokenizer.json (or its directory) to copy beside the weights");
   init->callback([args] { run_init(*args); });
+
+  auto q = std::make_shared<QuantizeArgs>();
+  CLI::App* quantize = model_cmd->add_subcommand("quantize", "write a checkpoint as a GGUF file (llama.cpp's format)");
+  quantize->add_option("--model", q->model_dir, "model directory (config.json, *.safetensors, tokenizer.json)")->required();
+  quantize->add_option("--type", q->type, "q8_0 | q4_0 | f16 | bf16 | f32 (type of every matrix; norms stay f32)")->required();
+  quantize->add_option("--out", q->out_path, "output .gguf file")->required();
+  quantize->callback([q] { run_quantize(*q); });
 
   auto d = std::make_shared<InitDrafterArgs>();
   CLI::App* init_drafter = model_cmd->add_subcommand("init-drafter", "write a random-init drafter for a target (DeepSpec layout)");

@@ -9,6 +9,7 @@
 #include "common/error.h"
 #include "common/json_file.h"
 #include "common/one_line_error.h"
+#include "model/gguf.h"
 
 namespace dspark::model {
 
@@ -362,7 +363,7 @@ GenerationConfig GenerationConfig::load_or_default(const std::string& model_dir,
   const std::string file = (dir / "generation_config.json").string();
   GenerationConfig g;
   g.eos_token_ids = model.eos_token_ids;
-  if (!fs::exists(file, ec)) return g;
+  if (is_gguf_path(model_dir) || !fs::exists(file, ec)) return g;  // a GGUF file carries no sampling defaults
 
   const json j = read_json_file(file);
   try {

@@ -29,6 +29,9 @@ struct ModelConfig {
   int64_t head_dim = 0;  // "head_dim", else hidden_size / n_heads
   double rms_norm_eps = 1e-6, rope_theta = 10000;
   RopeScaling rope_scaling;
+  // Per-frequency divisors of the rotary frequencies ([head_dim / 2]; llama.cpp's rope_freqs
+  // tensor, how GGUF files carry llama3 scaling); empty when none.
+  std::vector<float> rope_freq_factors;
   bool tie_word_embeddings = false;  // absent -> false (Qwen3Config and LlamaConfig default)
   bool qk_norm = false;              // per-head RMSNorm on q and k: Qwen3 yes, Llama no
   bool attention_bias = false;       // bias on q/k/v/o projections ("attention_bias")
@@ -58,6 +61,7 @@ struct GenerationConfig {
 
   // Reads <model_dir>/generation_config.json (model_dir may also be a file inside the directory).
   // Absent file -> these defaults with the model's eos ids; absent or null keys -> the defaults.
+  // A .gguf model_dir: the defaults with the model's eos ids (GGUF stores no sampling settings).
   static GenerationConfig load_or_default(const std::string& model_dir, const ModelConfig& model);
   nlohmann::json to_json() const;
 };

@@ -29,6 +29,7 @@ Rope::Rope(const ModelConfig& config) {
     const float f = 1.0f / std::pow(static_cast<float>(config.rope_theta),
                                     static_cast<float>(2 * i) / static_cast<float>(config.head_dim));
     inv_freq[i] = config.rope_scaling.type == "llama3" ? llama3_scaled(f, config.rope_scaling) : f;
+    if (!config.rope_freq_factors.empty()) inv_freq[i] /= config.rope_freq_factors[i];
   }
   inv_freq_ = torch::tensor(inv_freq, torch::kFloat64);
 }

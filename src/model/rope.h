@@ -1,5 +1,5 @@
 // Rotary position embedding, rotate-half convention (Hugging Face Llama/Qwen), with optional
-// llama3 frequency scaling.
+// llama3 frequency scaling (from its parameters, or as per-frequency divisors from a GGUF file).
 #pragma once
 #include <torch/torch.h>
 

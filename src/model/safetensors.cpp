@@ -1,9 +1,5 @@
 #include "model/safetensors.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -21,6 +17,7 @@
 
 #include "common/error.h"
 #include "common/one_line_error.h"
+#include "model/mapped_file.h"
 
 namespace dspark::model {
 
@@ -102,37 +99,11 @@ std::string read_small_file(const std::string& path) {
 // ---------------------------------------------------------------------------------------------
 // Mapping
 
+// A mapped shard; the archive's views point into it.
 struct SafetensorsArchive::Mapping {
-  const uint8_t* bytes = nullptr;
-  size_t size = 0;
-  Mapping(const Mapping&) = delete;
-  Mapping& operator=(const Mapping&) = delete;
-  Mapping() = default;
-  ~Mapping() {
-    if (bytes) munmap(const_cast<uint8_t*>(bytes), size);
-  }
-
+  std::shared_ptr<const MappedFile> file;
   static std::shared_ptr<const Mapping> map_file(const std::string& path) {
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) fail(path, std::string("cannot open (") + std::strerror(errno) + ")");
-    struct stat st {};
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-      ::close(fd);
-      fail(path, "not a regular file");
-    }
-    auto m = std::make_shared<Mapping>();
-    m->size = static_cast<size_t>(st.st_size);
-    if (m->size < 8) {
-      ::close(fd);
-      fail(path, "file is " + std::to_string(m->size) +
-                     " bytes, too short for a safetensors header (needs at least 8)");
-    }
-    void* p = mmap(nullptr, m->size, PROT_READ, MAP_PRIVATE, fd, 0);
-    int err = errno;
-    ::close(fd);
-    if (p == MAP_FAILED) fail(path, std::string("mmap failed (") + std::strerror(err) + ")");
-    m->bytes = static_cast<const uint8_t*>(p);
-    return m;
+    return std::make_shared<const Mapping>(Mapping{MappedFile::open(path, 8, "a safetensors header")});
   }
 };
 
@@ -147,19 +118,19 @@ class ArchiveBuilder {
   // metadata().
   void add_file(const std::string& path) {
     auto mapping = SafetensorsArchive::Mapping::map_file(path);
-    const uint8_t* base = mapping->bytes;
+    const uint8_t* base = mapping->file->bytes();
     uint64_t header_len = 0;
     for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | base[i];
     if (header_len > kMaxHeaderBytes)
       fail(path, "header length " + std::to_string(header_len) +
                      " is absurd (limit 100 MiB); not a safetensors file?");
-    if (header_len > mapping->size - 8)
+    if (header_len > mapping->file->size() - 8)
       fail(path, "header length " + std::to_string(header_len) + " exceeds file size " +
-                     std::to_string(mapping->size));
+                     std::to_string(mapping->file->size()));
     const char* hbegin = reinterpret_cast<const char*>(base + 8);
     json header = parse_header(path, hbegin, hbegin + header_len);
     const uint64_t data_start = 8 + header_len;
-    const uint64_t data_size = mapping->size - data_start;
+    const uint64_t data_size = mapping->file->size() - data_start;
 
     bool first_file = a_.mappings_.empty();
     for (auto& [name, entry] : header.items()) {

@@ -13,6 +13,8 @@
 #include "model/kernels/attention_small.h"
 #include "model/kernels/row_ops.h"
 #include "model/blas_check.h"
+#include "model/gguf.h"
+#include "model/gguf_loader.h"
 #include "model/huge_pages.h"
 #include "model/safetensors.h"
 
@@ -85,8 +87,16 @@ Transformer::Transformer(ModelConfig config, const LoadOptions& options)
 
 Transformer Transformer::load(const std::string& dir, const LoadOptions& options) {
   warn_if_reference_blas();
+  if (is_gguf_path(dir)) {
+    const GgufFile file = GgufFile::open(dir);
+    Transformer model(gguf_model_config(file), options);
+    model.load_gguf_weights(file);
+    model.place_weights();
+    return model;
+  }
   Transformer model(ModelConfig::load(dir), options);
   model.load_weights(dir);
+  model.place_weights();
   return model;
 }
 
@@ -104,17 +114,27 @@ void Transformer::load_weights(const std::string& dir) {
   for (int64_t l = 0; l < c.n_layers; ++l) layers_.push_back(load_decoder_layer(archive, layer_prefix(l), c, matrix_dtype, device_));
   final_norm_ = vector("model.norm.weight", c.hidden_size);
   lm_head_.weight = c.tie_word_embeddings ? embed_ : matrix("lm_head.weight", {c.vocab_size, c.hidden_size});
+}
 
+}
+
+// After loading, on either path: the kernel choice applied to every matrix, and the weights moved
+// to the model's device (tensors already there stay as they are).
+void Transformer::place_weights() {
   if (kernels_ == Kernels::kTensorOps) {
     for (DecoderLayer& layer : layers_)
       for (Linear* linear : {&layer.qkv, &layer.o_proj, &layer.gate_up, &layer.down}) linear->tensor_ops = true;
     lm_head_.tensor_ops = true;
   }
-  if (!device_.is_cpu()) {
-    auto move = [&](torch::Tensor& t) { if (t.defined()) t = t.to(device_); };
-    move(embed_); move(final_norm_); move(lm_head_.weight);
-    if (c.tie_word_embeddings) lm_head_.weight = embed_;
-  }
+  if (device_.is_cpu()) return;
+  auto move = [&](torch::Tensor& t) { if (t.defined()) t = t.to(device_); };
+  move(embed_); move(final_norm_); move(lm_head_.weight);
+  if (config_.tie_word_embeddings) lm_head_.weight = embed_;
+  for (DecoderLayer& layer : layers_)
+    for (torch::Tensor* t : {&layer.input_norm, &layer.qkv.weight, &layer.qkv.bias, &layer.q_norm, &layer.k_norm,
+                             &layer.o_proj.weight, &layer.o_proj.bias, &layer.post_norm, &layer.gate_up.weight,
+                             &layer.down.weight})
+      move(*t);
 }
 
 int64_t Transformer::weight_bytes() const {

@@ -58,6 +58,7 @@ enum class Kernels {
   kTensorOps,  // libtorch's ops only: on the CPU, the very code a CUDA device runs (tests use it
                // to check that path in CPU-only CI)
 };
+class GgufFile;
 
 struct LoadOptions {
   WeightDType weight_dtype = WeightDType::kBF16;
@@ -77,8 +78,8 @@ struct DecoderLayer {
 
 class Transformer {
  public:
-  // dir holds config.json and *.safetensors (single or sharded). Throws dspark::Error naming the
-  // file and the problem on bad input.
+  // dir holds config.json and *.safetensors (single or sharded), or is a .gguf file (see
+  // gguf_loader.h). Throws dspark::Error naming the file and the problem on bad input.
   static Transformer load(const std::string& dir, const LoadOptions& options = {});
 
   // Entry points. Each appends the new tokens' keys/values to the cache and commits them.
@@ -118,6 +119,8 @@ class Transformer {
  private:
   Transformer(ModelConfig config, const LoadOptions& options);
   void load_weights(const std::string& dir);
+  void load_gguf_weights(const GgufFile& file);  // gguf_loader.cpp
+  void place_weights();
 
   // Whether a forward of at most kSmallBatchRows tokens takes the rows path (decoder_layer_rows):
   // on the CPU with Kernels::kAuto, unless gradients are wanted.

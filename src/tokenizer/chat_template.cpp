@@ -1,6 +1,7 @@
 #include "tokenizer/chat_template.h"
 
 #include "common/error.h"
+#include "tokenizer/tokenizer_gguf.h"
 
 namespace dspark::tokenizer {
 namespace {
@@ -87,6 +88,8 @@ ChatTemplate ChatTemplate::from_config(const TokenizerConfig& config) {
 }
 
 ChatTemplate ChatTemplate::load(const std::filesystem::path& path) {
+  if (model::is_gguf_path(path.string()))
+    return from_config(read_gguf_tokenizer_config(model::GgufFile::open(path.string())));
   const std::filesystem::path directory = std::filesystem::is_directory(path) ? path : path.parent_path();
   return from_config(TokenizerConfig::load_from_directory(directory));
 }

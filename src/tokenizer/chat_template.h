@@ -38,7 +38,8 @@ class ChatTemplate {
   // ChatML-family.
   static ChatTemplate from_config(const TokenizerConfig& config);
   // The template of the model or tokenizer directory `path` (or of the directory of the file
-  // `path`), read as TokenizerConfig::load_from_directory does.
+  // `path`), read as TokenizerConfig::load_from_directory does; of a .gguf file, its
+  // tokenizer.chat_template.
   static ChatTemplate load(const std::filesystem::path& path);
   // `origin` names the template's file in error messages.
   static ChatTemplate from_source(std::string_view source, const std::string& origin);

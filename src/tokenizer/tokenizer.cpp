@@ -8,6 +8,7 @@
 #include "tokenizer/byte_level.h"
 #include "tokenizer/pretokenizer.h"
 #include "tokenizer/string_index.h"
+#include "tokenizer/tokenizer_gguf.h"
 #include "tokenizer/tokenizer_json.h"
 #include "tokenizer/unicode.h"
 
@@ -65,6 +66,10 @@ struct Tokenizer::Impl {
 };
 
 Tokenizer Tokenizer::load(const std::filesystem::path& path) {
+  if (model::is_gguf_path(path.string())) {
+    const model::GgufFile file = model::GgufFile::open(path.string());
+    return Tokenizer(read_gguf_tokenizer(file), path, read_gguf_tokenizer_config(file));
+  }
   const std::filesystem::path json_file = resolve_tokenizer_json(path);
   return Tokenizer(read_tokenizer_json(json_file), json_file,
                    TokenizerConfig::load_from_directory(json_file.parent_path()));

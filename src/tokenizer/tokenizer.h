@@ -31,7 +31,8 @@ struct TokenizerSpec;
 class Tokenizer {
  public:
   // `path` is a tokenizer.json file or a directory holding one. tokenizer_config.json (and
-  // chat_template.jinja) beside it are read when present. Throws dspark::Error naming the file.
+  // chat_template.jinja) beside it are read when present. A .gguf file: the tokenizer in its
+  // metadata (tokenizer_gguf.h). Throws dspark::Error naming the file.
   static Tokenizer load(const std::filesystem::path& path);
 
   // Token ids of `text` (UTF-8; invalid UTF-8 is a dspark::Error naming the byte offset).

@@ -10,21 +10,14 @@
 #include "model/model_init.h"
 #include "model/safetensors.h"
 #include "model/transformer.h"
+#include "forward_test_util.h"
 #include "test_util.h"
 
 namespace dspark::model {
 namespace {
 
+using test::all_logits;
 using test::fixture;
-
-torch::Tensor all_logits(Transformer& model, const std::vector<int64_t>& ids) {
-  KvCache cache = model.make_cache(1, static_cast<int64_t>(ids.size()));
-  ForwardBatch batch;
-  batch.token_ids = ids;
-  batch.seqs = {{*cache.allocate(), static_cast<int64_t>(ids.size())}};
-  for (size_t i = 0; i < ids.size(); ++i) batch.logit_rows.push_back(static_cast<int64_t>(i));
-  return model.forward(cache, batch).logits.cpu();
-}
 
 // all_logits through the libtorch path, which other devices and autograd take: on the CPU, asking
 // for gradients is what keeps a forward off the rows path.

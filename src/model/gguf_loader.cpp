@@ -1,0 +1,149 @@
+#include "model/gguf_loader.h"
+
+#include <algorithm>
+
+#include <nlohmann/json.hpp>
+
+#include "common/error.h"
+#include "model/huge_pages.h"
+#include "model/transformer.h"
+
+namespace dspark::model {
+
+namespace {
+
+// "<arch>.<key>" as an integer; an error naming the key when absent.
+int64_t arch_int(const GgufFile& f, const std::string& arch, const std::string& key) { return f.get_int(arch + "." + key); }
+
+std::string layer_name(int64_t layer, const std::string& what) { return "blk." + std::to_string(layer) + "." + what; }
+
+// Copies GGUF matrix `name` ([rows, cols], ggml ne {cols, rows}; a vector when rows is 1), dequantized, into `out` (a
+// [rows, cols] tensor or view of any float dtype). permute_heads > 0 undoes llama.cpp's Llama q/k
+// row permutation over that many heads.
+void copy_matrix(const GgufFile& f, const std::string& name, int64_t rows, int64_t cols, int64_t permute_heads,
+                 torch::Tensor out) {
+  const GgufTensorInfo& info = f.tensor(name, rows == 1 ? std::vector<int64_t>{cols} : std::vector<int64_t>{cols, rows});
+  std::vector<float> values = f.read_f32(info);
+  torch::Tensor t = torch::from_blob(values.data(), {rows, cols}, torch::kFloat32);
+  if (permute_heads > 0) {
+    const int64_t half = rows / permute_heads / 2;
+    t = t.view({permute_heads, half, 2, cols}).transpose(1, 2).reshape({rows, cols});
+  }
+  out.copy_(t);
+}
+
+// Matrices stacked by rows (q, k, v -> qkv; gate, up -> gate_up) in `dtype`, in huge pages as
+// the safetensors path does.
+struct RowPart {
+  std::string name;
+  int64_t rows;
+  int64_t permute_heads = 0;
+};
+torch::Tensor read_stacked(const GgufFile& f, const std::vector<RowPart>& parts, int64_t cols, torch::ScalarType dtype) {
+  int64_t rows = 0;
+  for (const RowPart& p : parts) rows += p.rows;
+  torch::Tensor stacked = empty_in_huge_pages({rows, cols}, dtype);
+  int64_t first = 0;
+  for (const RowPart& p : parts) {
+    copy_matrix(f, p.name, p.rows, cols, p.permute_heads, stacked.narrow(0, first, p.rows));
+    first += p.rows;
+  }
+  return stacked;
+}
+
+torch::Tensor read_vector(const GgufFile& f, const std::string& name, int64_t size, int64_t permute_heads = 0) {
+  torch::Tensor out = torch::empty({size}, torch::kFloat32);
+  copy_matrix(f, name, 1, size, 0, out.view({1, size}));
+  if (permute_heads > 0)  // a Llama q/k bias: the same row permutation as its matrix
+    out = out.view({permute_heads, size / permute_heads / 2, 2}).transpose(1, 2).reshape({size}).contiguous();
+  return out;
+}
+
+}  // namespace
+
+ModelConfig gguf_model_config(const GgufFile& f) {
+  const std::string arch = f.get_string("general.architecture");
+  if (arch != "qwen3" && arch != "llama")
+    f.fail("architecture '" + arch + "' is not supported (supported: qwen3, llama)");
+  const int64_t hidden = arch_int(f, arch, "embedding_length");
+  const int64_t n_heads = arch_int(f, arch, "attention.head_count");
+  const int64_t head_dim = f.find_int(arch + ".attention.key_length").value_or(n_heads > 0 ? hidden / n_heads : 0);
+  if (const auto value_length = f.find_int(arch + ".attention.value_length"); value_length && *value_length != head_dim)
+    f.fail(arch + ".attention.value_length " + std::to_string(*value_length) + " differs from key_length " +
+           std::to_string(head_dim) + " (not supported)");
+  if (const auto rope_dims = f.find_int(arch + ".rope.dimension_count"); rope_dims && *rope_dims != head_dim)
+    f.fail(arch + ".rope.dimension_count " + std::to_string(*rope_dims) + " differs from the head size " +
+           std::to_string(head_dim) + " (partial rotary embeddings are not supported)");
+  if (const auto scaling = f.find_string(arch + ".rope.scaling.type"); scaling && *scaling != "none")
+    f.fail(arch + ".rope.scaling.type '" + *scaling + "' is not supported (supported: none; llama3 via rope_freqs)");
+  if (!f.contains("token_embd.weight")) f.fail("tensor 'token_embd.weight' is missing");
+  const GgufTensorInfo& embd = f.tensor("token_embd.weight");
+  if (embd.ne.size() != 2) f.fail("tensor 'token_embd.weight' has shape " + format_ne(embd.ne) + ", expected 2 dimensions");
+
+  nlohmann::json j;
+  j["architectures"] = {arch == "qwen3" ? "Qwen3ForCausalLM" : "LlamaForCausalLM"};
+  j["model_type"] = arch;
+  j["vocab_size"] = f.find_int(arch + ".vocab_size").value_or(embd.ne[1]);
+  j["hidden_size"] = hidden;
+  j["intermediate_size"] = arch_int(f, arch, "feed_forward_length");
+  j["num_hidden_layers"] = arch_int(f, arch, "block_count");
+  j["num_attention_heads"] = n_heads;
+  j["num_key_value_heads"] = f.find_int(arch + ".attention.head_count_kv").value_or(n_heads);
+  j["head_dim"] = head_dim;
+  j["rms_norm_eps"] = f.get_float(arch + ".attention.layer_norm_rms_epsilon");
+  j["rope_theta"] = f.find_float(arch + ".rope.freq_base").value_or(10000.0);
+  if (const auto context = f.find_int(arch + ".context_length")) j["max_position_embeddings"] = *context;
+  j["tie_word_embeddings"] = !f.contains("output.weight");
+  j["attention_bias"] = f.contains("blk.0.attn_q.bias");
+  if (const auto bos = f.find_int("tokenizer.ggml.bos_token_id")) j["bos_token_id"] = *bos;
+  std::vector<int64_t> eos;
+  for (const char* key : {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id"})
+    if (const auto id = f.find_int(key); id && std::find(eos.begin(), eos.end(), *id) == eos.end()) eos.push_back(*id);
+  if (!eos.empty()) j["eos_token_id"] = eos;
+  ModelConfig config = ModelConfig::from_json(j, f.path());
+  if (f.contains("rope_freqs.weight")) {
+    const GgufTensorInfo& freqs = f.tensor("rope_freqs.weight", {head_dim / 2});
+    config.rope_freq_factors = f.read_f32(freqs);
+  }
+  return config;
+}
+
+void Transformer::load_gguf_weights(const GgufFile& f) {
+  const ModelConfig& c = config_;
+  const auto dtype = weight_dtype_ == WeightDType::kBF16 ? torch::kBFloat16 : torch::kFloat32;
+  auto matrix = [&](const std::string& name, int64_t rows, int64_t cols) { return read_stacked(f, {{name, rows}}, cols, dtype); };
+  // llama.cpp permutes Llama's q and k rows for its RoPE layout; Qwen3's are stored as they are.
+  const bool permuted = c.arch == Arch::kLlama;
+  const int64_t q_dim = c.n_heads * c.head_dim, kv_dim = c.n_kv_heads * c.head_dim;
+  embed_ = matrix("token_embd.weight", c.vocab_size, c.hidden_size);
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    auto name = [&](const std::string& what) { return layer_name(l, what); };
+    DecoderLayer layer;
+    layer.input_norm = read_vector(f, name("attn_norm.weight"), c.hidden_size);
+    layer.qkv.weight = read_stacked(f, {{name("attn_q.weight"), q_dim, permuted ? c.n_heads : 0},
+                                        {name("attn_k.weight"), kv_dim, permuted ? c.n_kv_heads : 0},
+                                        {name("attn_v.weight"), kv_dim}},
+                                    c.hidden_size, dtype);
+    if (c.attention_bias) {
+      layer.qkv.bias = torch::cat({read_vector(f, name("attn_q.bias"), q_dim, permuted ? c.n_heads : 0),
+                                   read_vector(f, name("attn_k.bias"), kv_dim, permuted ? c.n_kv_heads : 0),
+                                   read_vector(f, name("attn_v.bias"), kv_dim)});
+      layer.o_proj.bias = read_vector(f, name("attn_output.bias"), c.hidden_size);
+    }
+    if (c.qk_norm) {
+      layer.q_norm = read_vector(f, name("attn_q_norm.weight"), c.head_dim);
+      layer.k_norm = read_vector(f, name("attn_k_norm.weight"), c.head_dim);
+    }
+    layer.o_proj.weight = matrix(name("attn_output.weight"), c.hidden_size, q_dim);
+    layer.post_norm = read_vector(f, name("ffn_norm.weight"), c.hidden_size);
+    layer.gate_up.weight = read_stacked(
+        f, {{name("ffn_gate.weight"), c.intermediate_size}, {name("ffn_up.weight"), c.intermediate_size}}, c.hidden_size,
+        dtype);
+    layer.down.weight = matrix(name("ffn_down.weight"), c.hidden_size, c.intermediate_size);
+    layers_.push_back(std::move(layer));
+  }
+  final_norm_ = read_vector(f, "output_norm.weight", c.hidden_size);
+  lm_head_.weight = c.tie_word_embeddings ? embed_ : matrix("output.weight", c.vocab_size, c.hidden_size);
+}
+
+}  // namespace dspark::model
