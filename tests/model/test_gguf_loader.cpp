@@ -11,6 +11,7 @@
 #include <filesystem>
 
 #include "expect_error.h"
+#include "engine/generate.h"
 #include "forward_test_util.h"
 #include "gguf_test_util.h"
 #include "model/gguf_export.h"
