@@ -16,9 +16,9 @@ double drafts_per_step(const AcceptCell& c) { return c.stats.drafts_per_step(); 
 // printf into a std::string.
 template <class... Args>
 std::string format(const char* fmt, Args... args) {
-  char buf[256];
-  std::snprintf(buf, sizeof buf, fmt, args...);
-  return buf;
+  std::string out(static_cast<size_t>(std::snprintf(nullptr, 0, fmt, args...)), '\0');
+  std::snprintf(out.data(), out.size() + 1, fmt, args...);
+  return out;
 }
 
 }  // namespace
@@ -46,14 +46,14 @@ double AcceptReport::macro_conditional(const std::string& drafter, int64_t k) co
 std::string AcceptReport::markdown() const {
   std::string s = format("Acceptance length tau (bonus included), T = %.2f, gamma = %lld, max %lld tokens", options.temperature,
                          static_cast<long long>(options.gamma), static_cast<long long>(options.max_tokens));
-  if (limit > 0) s += ", first " + std::to_string(limit) + " prompts per file";
+  if (limit > 0) s += format(", first %lld prompts per file", static_cast<long long>(limit));
   s += "\n\n| drafter |";
-  for (const std::string& f : files) s += " " + fs::path(f).stem().string() + " |";
+  for (const std::string& f : files) s += format(" %s |", fs::path(f).stem().c_str());
   s += " macro tau | drafts/proposal |\n|---|";
   for (size_t i = 0; i < files.size() + 2; ++i) s += "---|";
   s += "\n";
   for (const std::string& d : drafters) {
-    s += "| " + d + " |";
+    s += format("| %s |", d.c_str());
     for (const std::string& f : files)
       for (const AcceptCell& c : cells)
         if (c.drafter == d && c.file == f && c.threshold == 0) s += format(" %.3f |", tau(c));
@@ -65,7 +65,7 @@ std::string AcceptReport::markdown() const {
   for (int64_t k = 0; k < options.gamma; ++k) s += "---|";
   s += "\n";
   for (const std::string& d : drafters) {
-    s += "| " + d + " |";
+    s += format("| %s |", d.c_str());
     for (int64_t k = 0; k < options.gamma; ++k) s += format(" %.3f |", macro_conditional(d, k));
     s += "\n";
   }
