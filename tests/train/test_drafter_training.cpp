@@ -59,18 +59,6 @@ TEST(Anchors, LabelMaskStopsAtTheFirstLabelOutsideAnAnswer) {
   EXPECT_EQ(m, (std::vector<float>{1, 1, 0, 1, 0, 0}));
 }
 
-TEST(BlockAttentionMask, ContextBeforeTheAnchorAndTheWholeBlock) {
-  const torch::Tensor m = train::block_attention_mask({1, 3}, 4, 2);  // [4, 4 + 4]
-  ASSERT_EQ(m.sizes(), (std::vector<int64_t>{4, 8}));
-  const std::vector<std::vector<int>> expected = {
-      {1, 0, 0, 0, 1, 1, 0, 0},  // block 0 (anchor 1), slot 0: context position 0, its own block
-      {1, 0, 0, 0, 1, 1, 0, 0},
-      {1, 1, 1, 0, 0, 0, 1, 1},  // block 1 (anchor 3): context 0..2
-      {1, 1, 1, 0, 0, 0, 1, 1}};
-  for (int i = 0; i < 4; ++i)
-    for (int j = 0; j < 8; ++j) EXPECT_EQ(m[i][j].item<bool>(), expected[i][j] == 1) << i << "," << j;
-}
-
 // One block of two slots over a vocabulary of two, every term computed by hand.
 TEST(DSparkLoss, MatchesHandComputedTerms) {
   const torch::Tensor z = torch::tensor({0.0f, 1.0f, 2.0f, 0.0f}).view({1, 2, 2});
@@ -212,6 +200,55 @@ TEST(DSparkTrainModel, AgreesWithTheInferenceDrafter) {
       if (config.confidence_head)
         EXPECT_NEAR(1 / (1 + std::exp(-train_out.confidence_logits[1][0].item<double>())), blocks[0].confidence[0], 1e-5);
     }
+  }
+}
+
+// Teacher-forced on the drafter's own greedy drafts, the training form reproduces every slot of
+// the drafted block, Markov bias and confidence included, for both Markov heads (the RNN head's
+// recurrence is unrolled by MarkovHeadModule::block and carried by ::step).
+TEST(DSparkTrainModel, TeacherForcedOnItsOwnDraftsMatchesEverySlot) {
+  torch::NoGradGuard no_grad;
+  model::Transformer target = model::Transformer::load(kTarget.string(), {model::WeightDType::kF32});
+  test::TempDir dir;
+  for (draft::MarkovHead kind : {draft::MarkovHead::kVanilla, draft::MarkovHead::kRnn}) {
+    const std::string name = kind == draft::MarkovHead::kRnn ? "rnn" : "vanilla";
+    SCOPED_TRACE(name);
+    draft::DrafterInitOptions init{.method = draft::DraftMethod::kDSpark, .seed = 6, .block_size = 4, .markov_head = kind};
+    const draft::DraftConfig config = draft::make_draft_config(target.config(), init);
+    auto tensors = draft::random_drafter_tensors(target, config, 6);
+    for (auto& [tensor_name, t] : tensors) {  // as stored; larger trained matrices, so that the slots differ
+      const bool frozen = tensor_name == "embed_tokens.weight" || tensor_name == "lm_head.weight";
+      t = (t * (t.dim() == 2 && !frozen ? 5.0 : 1.0)).to(torch::kBFloat16).to(torch::kFloat32);
+    }
+    draft::write_drafter(config, tensors, dir.file(name));
+    const train::DSparkTrainModel trainable(config, target, tensors);
+    auto drafter = draft::DSparkDrafter::load(dir.file(name), target, {.max_slots = 1, .capacity = 64,
+                                                                       .weight_dtype = model::WeightDType::kF32});
+    std::vector<int64_t> ids;
+    for (int i = 0; i < 12; ++i) ids.push_back((i * 37 + 11) % 400);
+    const int64_t anchor = 9;
+    const std::vector<int64_t> prompt(ids.begin(), ids.begin() + anchor);
+    torch::Tensor features =
+        torch::cat(target.forward_sequences(torch::tensor(prompt).unsqueeze(0), config.target_layer_ids).layer_hidden, -1)[0];
+    drafter->begin(0, prompt, features);
+    sampling::SamplingParams greedy{.temperature = 0};
+    sampling::Rng rng(1);
+    const auto blocks = drafter->propose({{0, ids[anchor], 4, 0.0, &greedy, &rng, true}});
+    drafter->end(0);
+    ASSERT_EQ(blocks[0].tokens.size(), 4u);
+    // Sequence: prompt, anchor, the drafts (the last draft is never read as a previous token);
+    // features past the prompt are never attended to, so zeros do.
+    std::vector<int64_t> seq = prompt;
+    seq.push_back(ids[anchor]);
+    seq.insert(seq.end(), blocks[0].tokens.begin(), blocks[0].tokens.end() - 1);
+    const int64_t S = static_cast<int64_t>(seq.size());
+    features = torch::cat({features, torch::zeros({S - anchor, features.size(1)})});
+    const auto train_out = trainable.forward(features, torch::tensor(seq), {2, anchor});  // another block alongside
+    EXPECT_LT((train_out.logits[1] - blocks[0].logits).abs().max().item<double>(), 1e-4);
+    for (int64_t k = 0; k < 4; ++k)
+      EXPECT_NEAR(1 / (1 + std::exp(-train_out.confidence_logits[1][k].item<double>())), blocks[0].confidence[k], 1e-5);
+    // The Markov bias of the later slots depends on the drafted tokens (not a trivial pass).
+    EXPECT_GT((blocks[0].logits[0] - blocks[0].logits[3]).abs().max().item<double>(), 1e-2);
   }
 }
 
