@@ -131,6 +131,15 @@ train::NamedTensors trained_looking_tensors(const model::Transformer& target, co
   return tensors;
 }
 
+// The drafter `tensors` make, written in DeepSpec's layout to `path` and loaded for drafting (f32
+// weights, one slot), as the training models are compared against it.
+template <class DrafterT>
+std::unique_ptr<DrafterT> write_and_load(const draft::DraftConfig& config, const train::NamedTensors& tensors,
+                                         const std::string& path, const model::Transformer& target) {
+  draft::write_drafter(config, tensors, path);
+  return DrafterT::load(path, target, {.max_slots = 1, .capacity = 64, .weight_dtype = model::WeightDType::kF32});
+}
+
 // A greedy proposal of 4 drafts after the prompt ids[0, anchor) from the anchor ids[anchor], and
 // what a teacher-forced training forward reads to reproduce it.
 struct OwnDrafts {
@@ -169,10 +178,8 @@ TEST(Eagle3TrainModel, AgreesWithTheInferenceDrafterAtEveryStep) {
   const draft::DraftConfig config = draft::make_draft_config(target.config(), init);
   ASSERT_EQ(config.ttt_length, 4);
   const auto tensors = trained_looking_tensors(target, config, 9);
-  draft::write_drafter(config, tensors, dir.file("eagle3"));
   const train::Eagle3TrainModel trainable(config, target, tensors);
-  auto drafter = draft::Eagle3Drafter::load(dir.file("eagle3"), target,
-                                            {.max_slots = 1, .capacity = 64, .weight_dtype = model::WeightDType::kF32});
+  auto drafter = write_and_load<draft::Eagle3Drafter>(config, tensors, dir.file("eagle3"), target);
   std::vector<int64_t> ids;
   for (int i = 0; i < 16; ++i) ids.push_back((i * 37 + 11) % 400);
   for (int64_t anchor : {3L, 9L}) {
@@ -199,10 +206,8 @@ TEST(DSparkTrainModel, AgreesWithTheInferenceDrafter) {
     const draft::DraftConfig config = draft::make_draft_config(target.config(), init);
     auto tensors = draft::random_drafter_tensors(target, config, 5);
     for (auto& [name, t] : tensors) t = t.to(torch::kBFloat16).to(torch::kFloat32);  // as stored
-    draft::write_drafter(config, tensors, dir.file(method));
     const train::DSparkTrainModel trainable(config, target, tensors);
-    auto drafter = draft::DSparkDrafter::load(dir.file(method), target, {.max_slots = 1, .capacity = 64,
-                                                                         .weight_dtype = model::WeightDType::kF32});
+    auto drafter = write_and_load<draft::DSparkDrafter>(config, tensors, dir.file(method), target);
     std::vector<int64_t> ids;
     for (int i = 0; i < 20; ++i) ids.push_back((i * 37 + 11) % 400);
     const torch::Tensor id_tensor = torch::tensor(ids, torch::kLong);
@@ -238,10 +243,8 @@ TEST(DSparkTrainModel, TeacherForcedOnItsOwnDraftsMatchesEverySlot) {
     draft::DrafterInitOptions init{.method = draft::DraftMethod::kDSpark, .seed = 6, .block_size = 4, .markov_head = kind};
     const draft::DraftConfig config = draft::make_draft_config(target.config(), init);
     const auto tensors = trained_looking_tensors(target, config, 6);
-    draft::write_drafter(config, tensors, dir.file(name));
     const train::DSparkTrainModel trainable(config, target, tensors);
-    auto drafter = draft::DSparkDrafter::load(dir.file(name), target, {.max_slots = 1, .capacity = 64,
-                                                                       .weight_dtype = model::WeightDType::kF32});
+    auto drafter = write_and_load<draft::DSparkDrafter>(config, tensors, dir.file(name), target);
     std::vector<int64_t> ids;
     for (int i = 0; i < 12; ++i) ids.push_back((i * 37 + 11) % 400);
     const int64_t anchor = 9;
