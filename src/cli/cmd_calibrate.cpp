@@ -14,6 +14,7 @@
 #include "bench/accept_bench.h"
 #include "calibrate/reliability_figure.h"
 #include "calibrate/sts.h"
+#include "calibrate/sts_file.h"
 #include "cli/cli_common.h"
 #include "cli/commands.h"
 #include "common/error.h"
@@ -90,15 +91,11 @@ void run(CalibrateArgs a) {
               a.options.temperature, n_positions);
   std::printf("| position | rounds | acceptance | temperature | ECE before | ECE after | AUC before | AUC after |\n");
   std::printf("|---|---|---|---|---|---|---|---|\n");
-  nlohmann::json positions = nlohmann::json::array();
   double ece_before = 0, ece_after = 0, auc_after = 0, weight = 0;
   for (const auto& r : report) {
     if (r.n == 0) continue;
     std::printf("| %d | %lld | %.3f | %.3f | %.4f | %.4f | %.3f | %.3f |\n", r.position + 1, static_cast<long long>(r.n),
                 r.label_mean, temperatures[r.position], r.ece_before, r.ece_after, r.auc_before, r.auc_after);
-    positions.push_back({{"position", r.position + 1}, {"rounds", r.n}, {"acceptance", r.label_mean},
-                         {"temperature", temperatures[r.position]}, {"ece_before", r.ece_before},
-                         {"ece_after", r.ece_after}, {"auc_before", r.auc_before}, {"auc_after", r.auc_after}});
     const double w = static_cast<double>(r.n);
     ece_before += w * r.ece_before, ece_after += w * r.ece_after, weight += w;
     if (!std::isnan(r.auc_after)) auc_after += w * r.auc_after;
@@ -107,18 +104,18 @@ void run(CalibrateArgs a) {
     std::printf("\nmean over positions (weighted by rounds): ECE %.4f -> %.4f, AUC %.3f\n", ece_before / weight,
                 ece_after / weight, auc_after / weight);
   }
-  const nlohmann::json sts = {{"temperatures", temperatures},
-                              {"rounds", rounds.size()},
-                              {"prompts", prompts.size()},
-                              // Names, not machine paths: the file travels with the drafter.
-                              {"source", a.corpus_dir.empty() ? fs::path(a.prompts).filename().string()
-                                                              : (fs::path(a.corpus_dir).filename() / "valid.jsonl").string()},
-                              {"sampling_temperature", a.options.temperature},
-                              {"gamma", a.options.gamma},
-                              {"positions", positions}};
   if (!a.dry_run) {
-    write_json_file(fs::path(a.draft_dir) / draft::kStsFile, sts);
-    std::printf("wrote %s/%s\n", a.draft_dir.c_str(), draft::kStsFile);
+    calibrate::write_sts_file(a.draft_dir,
+                              {.temperatures = temperatures,
+                               .rounds = static_cast<int64_t>(rounds.size()),
+                               .prompts = static_cast<int64_t>(prompts.size()),
+                               // Names, not machine paths: the file travels with the drafter.
+                               .source = a.corpus_dir.empty() ? fs::path(a.prompts).filename().string()
+                                                              : (fs::path(a.corpus_dir).filename() / "valid.jsonl").string(),
+                               .sampling_temperature = a.options.temperature,
+                               .gamma = a.options.gamma,
+                               .positions = report});
+    std::printf("wrote %s/%s\n", a.draft_dir.c_str(), calibrate::kStsFile);
   }
   if (!a.plot.empty()) {
     plot::write_svg(a.plot, calibrate::reliability_figure(rounds, temperatures, n_positions));

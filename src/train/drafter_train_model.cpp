@@ -10,7 +10,7 @@ namespace dspark::train {
 
 DrafterTrainModel::DrafterTrainModel(draft::DraftConfig config, const model::Transformer& target,
                                      const NamedTensors& tensors)
-    : config_(std::move(config)), rope_(config_.backbone) {
+    : config_(std::move(config)) {
   embed_ = target.embedding().to(torch::kFloat32);
   lm_head_ = target.lm_head_weight().to(torch::kFloat32);
   for (const auto& [name, t] : tensors) {
@@ -38,20 +38,32 @@ NamedTensors DrafterTrainModel::checkpoint_tensors() const {
   return all;
 }
 
-model::DecoderLayer DrafterTrainModel::decoder_layer(int64_t l) const {
-  const std::string p = "layers." + std::to_string(l) + ".";
+torch::Tensor DrafterTrainModel::Params::matrix(const std::string& name, const std::vector<int64_t>& shape) const {
+  const torch::Tensor& t = model_.param(name);
+  if (t.sizes() != torch::IntArrayRef(shape))
+    throw Error("drafter checkpoint: tensor " + name + " has shape " + c10::str(t.sizes()) + ", expected " +
+                c10::str(torch::IntArrayRef(shape)));
+  return t;
+}
+
+torch::Tensor DrafterTrainModel::Params::vector(const std::string& name, const std::vector<int64_t>& shape) const {
+  return matrix(name, shape);
+}
+
+model::DecoderLayer DrafterTrainModel::Params::layer(const std::string& p, const model::ModelConfig&,
+                                                     int64_t) const {
   model::DecoderLayer layer;
-  layer.input_norm = param(p + "input_layernorm.weight");
-  layer.qkv.weight = torch::cat({param(p + "self_attn.q_proj.weight"), param(p + "self_attn.k_proj.weight"),
-                                 param(p + "self_attn.v_proj.weight")});
-  if (config_.backbone.qk_norm) {
-    layer.q_norm = param(p + "self_attn.q_norm.weight");
-    layer.k_norm = param(p + "self_attn.k_norm.weight");
+  layer.input_norm = model_.param(p + "input_layernorm.weight");
+  layer.qkv.weight = torch::cat({model_.param(p + "self_attn.q_proj.weight"), model_.param(p + "self_attn.k_proj.weight"),
+                                 model_.param(p + "self_attn.v_proj.weight")});
+  if (model_.config_.backbone.qk_norm) {
+    layer.q_norm = model_.param(p + "self_attn.q_norm.weight");
+    layer.k_norm = model_.param(p + "self_attn.k_norm.weight");
   }
-  layer.o_proj.weight = param(p + "self_attn.o_proj.weight");
-  layer.post_norm = param(p + "post_attention_layernorm.weight");
-  layer.gate_up.weight = torch::cat({param(p + "mlp.gate_proj.weight"), param(p + "mlp.up_proj.weight")});
-  layer.down.weight = param(p + "mlp.down_proj.weight");
+  layer.o_proj.weight = model_.param(p + "self_attn.o_proj.weight");
+  layer.post_norm = model_.param(p + "post_attention_layernorm.weight");
+  layer.gate_up.weight = torch::cat({model_.param(p + "mlp.gate_proj.weight"), model_.param(p + "mlp.up_proj.weight")});
+  layer.down.weight = model_.param(p + "mlp.down_proj.weight");
   return layer;
 }
 

@@ -1,6 +1,7 @@
 // A drafter in training form: f32 parameters under DeepSpec names with autograd, the frozen target
 // embedding and LM head, and one forward that scores sampled blocks of a sequence. DSpark / DFlash
-// (dspark_train_model.h) and EAGLE-3 (eagle3_train_model.h) implement it; the trainer
+// (dspark_train_model.h) and EAGLE-3 (eagle3_train_model.h) implement it by running the drafters'
+// own networks (draft/dspark_network.h, draft/eagle3_layer.h) on these parameters; the trainer
 // (drafter_trainer.h) sees only this interface.
 //
 // A block b is anchored at position a_b (an answer token): slot k of the block is the draft for
@@ -15,7 +16,7 @@
 #include <torch/torch.h>
 
 #include "draft/draft_config.h"
-#include "model/rope.h"
+#include "draft/drafter_weights.h"
 #include "model/transformer.h"
 
 namespace dspark::train {
@@ -46,11 +47,23 @@ class DrafterTrainModel {
   int64_t slots() const;
 
  protected:
+  // The trainable parameters as a network's weights (layers: fused views of their parameters).
+  class Params : public draft::WeightSource {
+   public:
+    explicit Params(const DrafterTrainModel& model) : model_(model) {}
+    torch::Tensor matrix(const std::string& name, const std::vector<int64_t>& shape) const override;
+    torch::Tensor vector(const std::string& name, const std::vector<int64_t>& shape) const override;
+    model::DecoderLayer layer(const std::string& prefix, const model::ModelConfig& config,
+                              int64_t attention_input = 0) const override;
+    torch::Tensor embed() const override { return model_.embed_; }
+    torch::Tensor lm_head() const override { return model_.lm_head_; }
+
+   private:
+    const DrafterTrainModel& model_;
+  };
   const torch::Tensor& param(const std::string& name) const;
-  model::DecoderLayer decoder_layer(int64_t l) const;  // fused views of layer l's parameters
 
   draft::DraftConfig config_;
-  model::Rope rope_;
   torch::Tensor embed_, lm_head_;  // [V, d], frozen (the target's)
   NamedTensors trainable_;
 };

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "common/error.h"
+#include "draft/eagle3_layer.h"
 
 namespace dspark::train {
 
@@ -12,27 +13,6 @@ Eagle3TrainModel::Eagle3TrainModel(draft::DraftConfig config, const model::Trans
                                    const NamedTensors& tensors)
     : DrafterTrainModel(std::move(config), target, tensors) {
   if (config_.method != draft::DraftMethod::kEagle3) throw Error("Eagle3TrainModel: not an EAGLE-3 config");
-}
-
-std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> Eagle3TrainModel::project(const model::DecoderLayer& layer,
-                                                                                const torch::Tensor& tokens,
-                                                                                const torch::Tensor& g,
-                                                                                const torch::Tensor& positions) const {
-  const model::ModelConfig& c = config_.backbone;
-  const int64_t n = g.size(0), q_dim = c.n_heads * c.head_dim, kv_dim = c.n_kv_heads * c.head_dim;
-  const torch::Tensor z = torch::cat({model::rms_norm(embed_.index_select(0, tokens), layer.input_norm, c.rms_norm_eps),
-                                      model::rms_norm(g, param("layers.0.hidden_norm.weight"), c.rms_norm_eps)},
-                                     1);
-  const torch::Tensor qkv = torch::linear(z, layer.qkv.weight);
-  torch::Tensor q = qkv.narrow(1, 0, q_dim).reshape({n, c.n_heads, c.head_dim});
-  torch::Tensor k = qkv.narrow(1, q_dim, kv_dim).reshape({n, c.n_kv_heads, c.head_dim});
-  torch::Tensor v = qkv.narrow(1, q_dim + kv_dim, kv_dim).reshape({n, c.n_kv_heads, c.head_dim});
-  if (c.qk_norm) {
-    q = model::rms_norm(q, layer.q_norm, c.rms_norm_eps);
-    k = model::rms_norm(k, layer.k_norm, c.rms_norm_eps);
-  }
-  auto [cos, sin] = rope_.cos_sin(positions);
-  return {model::Rope::apply(q, cos, sin), model::Rope::apply(k, cos, sin), v};
 }
 
 DrafterTrainModel::Output Eagle3TrainModel::forward(const torch::Tensor& features, const torch::Tensor& ids,
@@ -49,12 +29,13 @@ DrafterTrainModel::Output Eagle3TrainModel::forward(const torch::Tensor& feature
   std::vector<int64_t> row_list;
   for (int64_t a : anchors) row_list.push_back(a - 1);
   const torch::Tensor rows = torch::tensor(row_list, torch::kLong).to(device);  // [n] t
-  const model::DecoderLayer L = decoder_layer(0);
+  // Built from the parameters on every call: they change with every optimizer step.
+  const draft::Eagle3Layer layer(config_, Params(*this));
 
   // Step 0 over positions 0..S-2 (the last position has no next token; no row attends to it).
   const int64_t S0 = S - 1;
-  const torch::Tensor g0 = torch::linear(features.to(torch::kFloat32).narrow(0, 0, S0), param("fc.weight"));  // [S0, d]
-  auto [q0, k0, v0] = project(L, id.narrow(0, 1, S0), g0, torch::arange(S0, long_opts));
+  const torch::Tensor g0 = layer.project_features(features.to(torch::kFloat32).narrow(0, 0, S0));  // [S0, d]
+  auto [q0, k0, v0] = layer.attention_inputs(id.narrow(0, 1, S0), g0, torch::arange(S0, long_opts));
   const torch::Tensor keys0 = k0.repeat_interleave(group, 1).transpose(0, 1);    // [H, S0, hd]
   const torch::Tensor values0 = v0.repeat_interleave(group, 1).transpose(0, 1);  // [H, S0, hd]
   const torch::Tensor future = torch::arange(S0, long_opts).unsqueeze(0) > rows.unsqueeze(1);  // [n, S0] key j > t
@@ -65,7 +46,7 @@ DrafterTrainModel::Output Eagle3TrainModel::forward(const torch::Tensor& feature
   for (int64_t s = 0; s < steps; ++s) {
     if (s > 0) {
       const torch::Tensor tokens = id.index_select(0, (rows + s + 1).clamp_max(S - 1));
-      auto [qs, ks, vs] = project(L, tokens, g, rows + s);
+      auto [qs, ks, vs] = layer.attention_inputs(tokens, g, rows + s);
       q = qs;
       diag_keys.push_back(ks.repeat_interleave(group, 1));
       diag_values.push_back(vs.repeat_interleave(group, 1));
@@ -79,8 +60,8 @@ DrafterTrainModel::Output Eagle3TrainModel::forward(const torch::Tensor& feature
     torch::Tensor o = torch::matmul(p.narrow(-1, 0, S0), values0);    // [H, n, hd]
     for (size_t i = 0; i < diag_values.size(); ++i)
       o = o + p.narrow(-1, S0 + static_cast<int64_t>(i), 1) * diag_values[i].transpose(0, 1);
-    g = model::layer_output(L, c, g, o.transpose(0, 1).reshape({n, q_dim}));  // [n, d], pre-norm
-    logits.push_back(torch::linear(model::rms_norm(g, param("norm.weight"), c.rms_norm_eps), lm_head_));
+    g = layer.output(g, o.transpose(0, 1).reshape({n, q_dim}));  // [n, d], pre-norm
+    logits.push_back(layer.logits(g));
   }
   Output out;
   out.logits = torch::stack(logits, 1);  // [n, steps, V]

@@ -11,8 +11,9 @@
 // DeepSpec scores every row of the sequence at every step; running only the sampled rows beyond
 // step 0 gives the same per-row gradients (a row's chain depends on the others only through the
 // step-0 keys) and the same expected loss, at the cost of DSpark's blocks rather than 7 full
-// passes of the LM head. tests/train/test_drafter_training.cpp checks it against the inference
-// drafter (draft::Eagle3Drafter) step by step.
+// passes of the LM head. The layer is the drafter's own (draft::Eagle3Layer) on the trainable
+// parameters; tests/train/test_drafter_training.cpp checks it against the inference drafter
+// (draft::Eagle3Drafter) step by step.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -31,12 +32,6 @@ class Eagle3TrainModel : public DrafterTrainModel {
   Output forward(const torch::Tensor& features, const torch::Tensor& ids,
                  const std::vector<int64_t>& anchors) const override;
 
- private:
-  // z [n, 2d] = [input_norm(embedding) ; hidden_norm(g)] -> q [n, H, hd], k and v [n, KV, hd],
-  // normed and rotated at `positions`.
-  std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> project(const model::DecoderLayer& layer,
-                                                                 const torch::Tensor& tokens, const torch::Tensor& g,
-                                                                 const torch::Tensor& positions) const;
 };
 
 }  // namespace dspark::train

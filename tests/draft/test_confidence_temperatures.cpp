@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "calibrate/sts_file.h"
 #include "common/error.h"
 #include "draft/draft_init.h"
 #include "draft/dspark_drafter.h"
@@ -37,7 +38,7 @@ TEST(ConfidenceTemperatures, StsFileRescalesTheLogitsPerSlot) {
   draft::write_drafter(config, tensors, dir.str());
   const std::vector<float> raw = first_block_confidences(dir.str(), target);
   ASSERT_EQ(raw.size(), 3u);
-  test::write_text(dir / draft::kStsFile, R"({"temperatures": [2.0, 0.5]})");
+  test::write_text(dir / calibrate::kStsFile, R"({"temperatures": [2.0, 0.5]})");
   const std::vector<float> scaled = first_block_confidences(dir.str(), target);
   ASSERT_EQ(scaled.size(), 3u);
   EXPECT_GT(std::abs(logit(raw[0])), 0.05);
@@ -45,9 +46,9 @@ TEST(ConfidenceTemperatures, StsFileRescalesTheLogitsPerSlot) {
   EXPECT_NEAR(logit(scaled[1]), logit(raw[1]) / 0.5, 1e-3);
   EXPECT_NEAR(scaled[2], raw[2], 1e-6);  // no temperature for slot 3
 
-  test::write_text(dir / draft::kStsFile, R"({"temperatures": [0.0]})");
+  test::write_text(dir / calibrate::kStsFile, R"({"temperatures": [0.0]})");
   EXPECT_THROW(first_block_confidences(dir.str(), target), Error);
-  test::write_text(dir / draft::kStsFile, R"({"temperatures": [1, 1, 1, 1]})");
+  test::write_text(dir / calibrate::kStsFile, R"({"temperatures": [1, 1, 1, 1]})");
   EXPECT_THROW(first_block_confidences(dir.str(), target), Error);
 }
 

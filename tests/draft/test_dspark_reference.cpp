@@ -102,40 +102,45 @@ double max_diff(const Tensor& a, const Tensor& b) { return (a.to(torch::kFloat64
 TEST(DSparkReference, BlockAfterSeveralCommitsMatchesAFromScratchReference) {
   torch::NoGradGuard no_grad;
   model::Transformer target = model::Transformer::load(kTarget.string(), {model::WeightDType::kF32});
-  auto drafter = draft::DSparkDrafter::load(kDrafter.string(), target, {.max_slots = 2, .capacity = 64});
-  drafter->set_tracing(true);
   const Reference ref;
+  // Both executions of the network: the CPU rows kernels and libtorch ops (other devices).
+  for (bool tensor_ops : {false, true}) {
+    SCOPED_TRACE(tensor_ops ? "libtorch ops" : "rows kernels");
+    auto drafter = draft::DSparkDrafter::load(kDrafter.string(), target,
+                                              {.max_slots = 2, .capacity = 64, .force_tensor_ops = tensor_ops});
+    drafter->set_tracing(true);
 
-  // Target features of a 20-token sequence; the drafter sees them in pieces as rounds would.
-  std::vector<int64_t> ids(20);
-  for (int64_t i = 0; i < 20; ++i) ids[i] = (i * 37 + 11) % 450;
-  model::KvCache cache = target.make_cache(1, 32);
-  const int64_t target_slot = *cache.allocate();
-  model::ForwardOutput out = target.forward(cache, {ids, {{target_slot, 20}}, {}, drafter->target_layer_ids(), false});
-  const Tensor features = torch::cat(out.layer_hidden, 1);  // [20, 2d]
+    // Target features of a 20-token sequence; the drafter sees them in pieces as rounds would.
+    std::vector<int64_t> ids(20);
+    for (int64_t i = 0; i < 20; ++i) ids[i] = (i * 37 + 11) % 450;
+    model::KvCache cache = target.make_cache(1, 32);
+    const int64_t target_slot = *cache.allocate();
+    model::ForwardOutput out = target.forward(cache, {ids, {{target_slot, 20}}, {}, drafter->target_layer_ids(), false});
+    const Tensor features = torch::cat(out.layer_hidden, 1);  // [20, 2d]
 
-  sampling::SamplingParams greedy{.temperature = 0};
-  sampling::Rng rng(0);
-  // Slot 1 is a second request in the same calls: batching must not change slot 0's block.
-  drafter->begin(1, {ids.begin(), ids.begin() + 5}, features.narrow(0, 0, 5));
-  drafter->begin(0, {ids.begin(), ids.begin() + 8}, features.narrow(0, 0, 8));
-  int64_t start = 8;
-  for (int64_t round = 0; round < 3; ++round) {
-    const int64_t anchor = ids[start];
-    const auto blocks = drafter->propose({{0, anchor, 5, 0.0, &greedy, &rng, true}, {1, 7, 5, 0.0, &greedy, &rng, true}});
-    const auto& trace = drafter->last_traces()[0];
-    const Reference::Block expected = ref.draft(features.narrow(0, 0, start), anchor);
-    SCOPED_TRACE("round " + std::to_string(round));
-    EXPECT_LT(max_diff(trace.hidden, expected.h), 1e-5);
-    EXPECT_LT(max_diff(trace.base_logits, expected.u), 1e-5);
-    EXPECT_LT(max_diff(blocks[0].logits, expected.z), 1e-5);
-    EXPECT_EQ(blocks[0].tokens, expected.tokens);
-    for (size_t k = 0; k < expected.confidence.size(); ++k) EXPECT_NEAR(blocks[0].confidence[k], expected.confidence[k], 1e-5);
-    // Commit 1 + round tokens (anchor + accepted drafts) of the true sequence.
-    const int64_t n_commit = 1 + round;
-    drafter->commit(0, {ids.begin() + start, ids.begin() + start + n_commit}, features.narrow(0, start, n_commit));
-    drafter->commit(1, {7}, features.narrow(0, 5, 1));
-    start += n_commit;
+    sampling::SamplingParams greedy{.temperature = 0};
+    sampling::Rng rng(0);
+    // Slot 1 is a second request in the same calls: batching must not change slot 0's block.
+    drafter->begin(1, {ids.begin(), ids.begin() + 5}, features.narrow(0, 0, 5));
+    drafter->begin(0, {ids.begin(), ids.begin() + 8}, features.narrow(0, 0, 8));
+    int64_t start = 8;
+    for (int64_t round = 0; round < 3; ++round) {
+      const int64_t anchor = ids[start];
+      const auto blocks = drafter->propose({{0, anchor, 5, 0.0, &greedy, &rng, true}, {1, 7, 5, 0.0, &greedy, &rng, true}});
+      const auto& trace = drafter->last_traces()[0];
+      const Reference::Block expected = ref.draft(features.narrow(0, 0, start), anchor);
+      SCOPED_TRACE("round " + std::to_string(round));
+      EXPECT_LT(max_diff(trace.hidden, expected.h), 1e-5);
+      EXPECT_LT(max_diff(trace.base_logits, expected.u), 1e-5);
+      EXPECT_LT(max_diff(blocks[0].logits, expected.z), 1e-5);
+      EXPECT_EQ(blocks[0].tokens, expected.tokens);
+      for (size_t k = 0; k < expected.confidence.size(); ++k) EXPECT_NEAR(blocks[0].confidence[k], expected.confidence[k], 1e-5);
+      // Commit 1 + round tokens (anchor + accepted drafts) of the true sequence.
+      const int64_t n_commit = 1 + round;
+      drafter->commit(0, {ids.begin() + start, ids.begin() + start + n_commit}, features.narrow(0, start, n_commit));
+      drafter->commit(1, {7}, features.narrow(0, 5, 1));
+      start += n_commit;
+    }
   }
 }
 

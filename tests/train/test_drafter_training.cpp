@@ -59,18 +59,6 @@ TEST(Anchors, LabelMaskStopsAtTheFirstLabelOutsideAnAnswer) {
   EXPECT_EQ(m, (std::vector<float>{1, 1, 0, 1, 0, 0}));
 }
 
-TEST(BlockAttentionMask, ContextBeforeTheAnchorAndTheWholeBlock) {
-  const torch::Tensor m = train::block_attention_mask({1, 3}, 4, 2);  // [4, 4 + 4]
-  ASSERT_EQ(m.sizes(), (std::vector<int64_t>{4, 8}));
-  const std::vector<std::vector<int>> expected = {
-      {1, 0, 0, 0, 1, 1, 0, 0},  // block 0 (anchor 1), slot 0: context position 0, its own block
-      {1, 0, 0, 0, 1, 1, 0, 0},
-      {1, 1, 1, 0, 0, 0, 1, 1},  // block 1 (anchor 3): context 0..2
-      {1, 1, 1, 0, 0, 0, 1, 1}};
-  for (int i = 0; i < 4; ++i)
-    for (int j = 0; j < 8; ++j) EXPECT_EQ(m[i][j].item<bool>(), expected[i][j] == 1) << i << "," << j;
-}
-
 // One block of two slots over a vocabulary of two, every term computed by hand.
 TEST(DSparkLoss, MatchesHandComputedTerms) {
   const torch::Tensor z = torch::tensor({0.0f, 1.0f, 2.0f, 0.0f}).view({1, 2, 2});
@@ -131,6 +119,54 @@ TEST(Eagle3Loss, MatchesHandComputedTerms) {
   EXPECT_NEAR(train::eagle3_loss(z, t, half, 0.8, 2.0).total.item<double>(), ce0 / 2.0, 1e-6);
 }
 
+// Random drafter tensors as stored (bf16 values), the trained matrices scaled up so that a
+// block's slots (a chain's steps) differ from one another.
+train::NamedTensors trained_looking_tensors(const model::Transformer& target, const draft::DraftConfig& config,
+                                            uint64_t seed) {
+  auto tensors = draft::random_drafter_tensors(target, config, seed);
+  for (auto& [name, t] : tensors) {
+    const bool frozen = name == "embed_tokens.weight" || name == "lm_head.weight";
+    t = (t * (t.dim() == 2 && !frozen ? 5.0 : 1.0)).to(torch::kBFloat16).to(torch::kFloat32);
+  }
+  return tensors;
+}
+
+// The drafter `tensors` make, written in DeepSpec's layout to `path` and loaded for drafting (f32
+// weights, one slot), as the training models are compared against it.
+template <class DrafterT>
+std::unique_ptr<DrafterT> write_and_load(const draft::DraftConfig& config, const train::NamedTensors& tensors,
+                                         const std::string& path, const model::Transformer& target) {
+  draft::write_drafter(config, tensors, path);
+  return DrafterT::load(path, target, {.max_slots = 1, .capacity = 64, .weight_dtype = model::WeightDType::kF32});
+}
+
+// A greedy proposal of 4 drafts after the prompt ids[0, anchor) from the anchor ids[anchor], and
+// what a teacher-forced training forward reads to reproduce it.
+struct OwnDrafts {
+  draft::DraftBlock block;  // the proposal, with its logits
+  torch::Tensor seq;        // [S] prompt, anchor, drafts 1..3 (the last draft is never read)
+  torch::Tensor features;   // [S, m d] the prompt's target features; zeros past it, which are
+                            // never attended to
+};
+OwnDrafts draft_own_block(draft::Drafter& drafter, const model::Transformer& target, const std::vector<int64_t>& ids,
+                          int64_t anchor) {
+  const std::vector<int64_t> prompt(ids.begin(), ids.begin() + anchor);
+  torch::Tensor features =
+      torch::cat(target.forward_sequences(torch::tensor(prompt).unsqueeze(0), drafter.target_layer_ids()).layer_hidden, -1)[0];
+  drafter.begin(0, prompt, features);
+  sampling::SamplingParams greedy{.temperature = 0};
+  sampling::Rng rng(1);
+  OwnDrafts out{drafter.propose({{0, ids[anchor], 4, 0.0, &greedy, &rng, true}})[0], {}, {}};
+  drafter.end(0);
+  std::vector<int64_t> seq = prompt;
+  seq.push_back(ids[anchor]);
+  if (!out.block.tokens.empty()) seq.insert(seq.end(), out.block.tokens.begin(), out.block.tokens.end() - 1);
+  const int64_t S = static_cast<int64_t>(seq.size());
+  out.seq = torch::tensor(seq);
+  out.features = torch::cat({features, torch::zeros({S - anchor, features.size(1)})});
+  return out;
+}
+
 // The unrolled training-time test and the inference drafter's chain compute the same logits at
 // every step when the chain is fed the tokens the training forward reads (here: the drafter's own
 // greedy drafts, so they coincide).
@@ -141,38 +177,19 @@ TEST(Eagle3TrainModel, AgreesWithTheInferenceDrafterAtEveryStep) {
   draft::DrafterInitOptions init{.method = draft::DraftMethod::kEagle3, .seed = 9, .block_size = 4};
   const draft::DraftConfig config = draft::make_draft_config(target.config(), init);
   ASSERT_EQ(config.ttt_length, 4);
-  auto tensors = draft::random_drafter_tensors(target, config, 9);
-  for (auto& [name, t] : tensors) {  // as stored; larger trained matrices, so that the steps differ
-    const bool frozen = name == "embed_tokens.weight" || name == "lm_head.weight";
-    t = (t * (t.dim() == 2 && !frozen ? 5.0 : 1.0)).to(torch::kBFloat16).to(torch::kFloat32);
-  }
-  draft::write_drafter(config, tensors, dir.file("eagle3"));
+  const auto tensors = trained_looking_tensors(target, config, 9);
   const train::Eagle3TrainModel trainable(config, target, tensors);
-  auto drafter = draft::Eagle3Drafter::load(dir.file("eagle3"), target,
-                                            {.max_slots = 1, .capacity = 64, .weight_dtype = model::WeightDType::kF32});
+  auto drafter = write_and_load<draft::Eagle3Drafter>(config, tensors, dir.file("eagle3"), target);
   std::vector<int64_t> ids;
   for (int i = 0; i < 16; ++i) ids.push_back((i * 37 + 11) % 400);
   for (int64_t anchor : {3L, 9L}) {
-    const std::vector<int64_t> prompt(ids.begin(), ids.begin() + anchor);
-    torch::Tensor features = torch::cat(target.forward_sequences(torch::tensor(prompt).unsqueeze(0), config.target_layer_ids).layer_hidden, -1)[0];
-    drafter->begin(0, prompt, features);
-    sampling::SamplingParams greedy{.temperature = 0};
-    sampling::Rng rng(1);
-    const auto blocks = drafter->propose({{0, ids[anchor], 4, 0.0, &greedy, &rng, true}});
-    drafter->end(0);
-    ASSERT_EQ(blocks[0].tokens.size(), 4u);
-    // Sequence: prompt, anchor, drafts 1..3 (the last draft is never read); features of the
-    // positions past the prompt are never attended to, so zeros do.
-    std::vector<int64_t> seq = prompt;
-    seq.push_back(ids[anchor]);
-    seq.insert(seq.end(), blocks[0].tokens.begin(), blocks[0].tokens.end() - 1);
-    const int64_t S = static_cast<int64_t>(seq.size());
-    features = torch::cat({features, torch::zeros({S - anchor, features.size(1)})});
-    const auto train_out = trainable.forward(features, torch::tensor(seq), {1, anchor});  // another row alongside
-    const double diff = (train_out.logits[1] - blocks[0].logits).abs().max().item<double>();
+    const OwnDrafts own = draft_own_block(*drafter, target, ids, anchor);
+    ASSERT_EQ(own.block.tokens.size(), 4u);
+    const auto train_out = trainable.forward(own.features, own.seq, {1, anchor});  // another row alongside
+    const double diff = (train_out.logits[1] - own.block.logits).abs().max().item<double>();
     EXPECT_LT(diff, 1e-4) << "anchor " << anchor;
     // The steps are not copies of one another (the test would pass trivially otherwise).
-    EXPECT_GT((blocks[0].logits[0] - blocks[0].logits[3]).abs().max().item<double>(), 1e-2);
+    EXPECT_GT((own.block.logits[0] - own.block.logits[3]).abs().max().item<double>(), 1e-2);
   }
 }
 
@@ -189,10 +206,8 @@ TEST(DSparkTrainModel, AgreesWithTheInferenceDrafter) {
     const draft::DraftConfig config = draft::make_draft_config(target.config(), init);
     auto tensors = draft::random_drafter_tensors(target, config, 5);
     for (auto& [name, t] : tensors) t = t.to(torch::kBFloat16).to(torch::kFloat32);  // as stored
-    draft::write_drafter(config, tensors, dir.file(method));
     const train::DSparkTrainModel trainable(config, target, tensors);
-    auto drafter = draft::DSparkDrafter::load(dir.file(method), target, {.max_slots = 1, .capacity = 64,
-                                                                         .weight_dtype = model::WeightDType::kF32});
+    auto drafter = write_and_load<draft::DSparkDrafter>(config, tensors, dir.file(method), target);
     std::vector<int64_t> ids;
     for (int i = 0; i < 20; ++i) ids.push_back((i * 37 + 11) % 400);
     const torch::Tensor id_tensor = torch::tensor(ids, torch::kLong);
@@ -212,6 +227,35 @@ TEST(DSparkTrainModel, AgreesWithTheInferenceDrafter) {
       if (config.confidence_head)
         EXPECT_NEAR(1 / (1 + std::exp(-train_out.confidence_logits[1][0].item<double>())), blocks[0].confidence[0], 1e-5);
     }
+  }
+}
+
+// Teacher-forced on the drafter's own greedy drafts, the training form reproduces every slot of
+// the drafted block, Markov bias and confidence included, for both Markov heads (the RNN head's
+// recurrence is unrolled by MarkovHeadModule::block and carried by ::step).
+TEST(DSparkTrainModel, TeacherForcedOnItsOwnDraftsMatchesEverySlot) {
+  torch::NoGradGuard no_grad;
+  model::Transformer target = model::Transformer::load(kTarget.string(), {model::WeightDType::kF32});
+  test::TempDir dir;
+  for (draft::MarkovHead kind : {draft::MarkovHead::kVanilla, draft::MarkovHead::kRnn}) {
+    const std::string name = kind == draft::MarkovHead::kRnn ? "rnn" : "vanilla";
+    SCOPED_TRACE(name);
+    draft::DrafterInitOptions init{.method = draft::DraftMethod::kDSpark, .seed = 6, .block_size = 4, .markov_head = kind};
+    const draft::DraftConfig config = draft::make_draft_config(target.config(), init);
+    const auto tensors = trained_looking_tensors(target, config, 6);
+    const train::DSparkTrainModel trainable(config, target, tensors);
+    auto drafter = write_and_load<draft::DSparkDrafter>(config, tensors, dir.file(name), target);
+    std::vector<int64_t> ids;
+    for (int i = 0; i < 12; ++i) ids.push_back((i * 37 + 11) % 400);
+    const int64_t anchor = 9;
+    const OwnDrafts own = draft_own_block(*drafter, target, ids, anchor);
+    ASSERT_EQ(own.block.tokens.size(), 4u);
+    const auto train_out = trainable.forward(own.features, own.seq, {2, anchor});  // another block alongside
+    EXPECT_LT((train_out.logits[1] - own.block.logits).abs().max().item<double>(), 1e-4);
+    for (int64_t k = 0; k < 4; ++k)
+      EXPECT_NEAR(1 / (1 + std::exp(-train_out.confidence_logits[1][k].item<double>())), own.block.confidence[k], 1e-5);
+    // The Markov bias of the later slots depends on the drafted tokens (not a trivial pass).
+    EXPECT_GT((own.block.logits[0] - own.block.logits[3]).abs().max().item<double>(), 1e-2);
   }
 }
 

@@ -1,0 +1,46 @@
+#include "draft/drafter_weights.h"
+
+#include "common/error.h"
+
+namespace dspark::draft {
+
+torch::Tensor shared_or_stored(const model::SafetensorsArchive& archive, const std::string& name,
+                               const torch::Tensor& target_tensor, const std::string& dir) {
+  if (!archive.contains(name)) return target_tensor;
+  const model::TensorView& view = archive.get(name);
+  const torch::ScalarType stored_dtype = view.dtype == model::DType::kF32 ? torch::kFloat32 : torch::kBFloat16;
+  const torch::Tensor stored = model::read_tensor(archive, name, {target_tensor.size(0), target_tensor.size(1)}, stored_dtype);
+  const torch::Tensor target_cpu = target_tensor.to(torch::kCPU);
+  if (target_cpu.scalar_type() == stored_dtype && torch::equal(stored, target_cpu)) return target_tensor;
+  if (torch::equal(stored, target_cpu.to(stored_dtype))) return stored.to(target_tensor.device());
+  throw Error(dir + ": " + name + " differs from the target's (this drafter was trained for another target)");
+}
+
+DrafterWeights::DrafterWeights(const std::string& dir, const model::Transformer& target, model::WeightDType weight_dtype)
+    : dir_(dir),
+      target_(target),
+      archive_(model::SafetensorsArchive::open(dir)),
+      matrix_dtype_(weight_dtype == model::WeightDType::kBF16 ? torch::kBFloat16 : torch::kFloat32) {}
+
+torch::Tensor DrafterWeights::matrix(const std::string& name, const std::vector<int64_t>& shape) const {
+  return model::read_tensor(archive_, name, shape, matrix_dtype_).to(target_.device());
+}
+
+torch::Tensor DrafterWeights::vector(const std::string& name, const std::vector<int64_t>& shape) const {
+  return model::read_tensor(archive_, name, shape, torch::kFloat32).to(target_.device());
+}
+
+model::DecoderLayer DrafterWeights::layer(const std::string& prefix, const model::ModelConfig& config,
+                                          int64_t attention_input) const {
+  return model::load_decoder_layer(archive_, prefix, config, matrix_dtype_, target_.device(), attention_input);
+}
+
+torch::Tensor DrafterWeights::embed() const {
+  return shared_or_stored(archive_, "embed_tokens.weight", target_.embedding(), dir_);
+}
+
+torch::Tensor DrafterWeights::lm_head() const {
+  return shared_or_stored(archive_, "lm_head.weight", target_.lm_head_weight(), dir_);
+}
+
+}  // namespace dspark::draft

@@ -1,0 +1,69 @@
+// Where a drafter network's weights come from, by DeepSpec name: a checkpoint directory for
+// drafting (DrafterWeights) or the trainable parameters for training (train::DrafterTrainModel).
+// The networks (dspark_network.h, eagle3_layer.h) name their tensors once, against this interface.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "model/safetensors.h"
+#include "model/transformer.h"
+
+namespace dspark::draft {
+
+struct DrafterLoadOptions {
+  int64_t max_slots = 1;
+  int64_t capacity = 4096;  // positions per slot (prompt + generated)
+  model::WeightDType weight_dtype = model::WeightDType::kBF16;
+  // Run the drafter's network through libtorch ops even on the CPU (where the rows kernels are the
+  // default): tests compare the two executions of one network. A target on its tensor-ops path
+  // (model::Kernels::kTensorOps, the code a GPU runs) takes its drafters there too.
+  bool force_tensor_ops = false;
+};
+class WeightSource {
+ public:
+  virtual ~WeightSource() = default;
+  // A weight matrix of that shape (drafting: the load dtype; training: an f32 parameter).
+  virtual torch::Tensor matrix(const std::string& name, const std::vector<int64_t>& shape) const = 0;
+  // A norm weight, bias or head vector, f32.
+  virtual torch::Tensor vector(const std::string& name, const std::vector<int64_t>& shape) const = 0;
+  // The decoder layer under `prefix` (fused q/k/v and gate/up); attention_input as in
+  // model::load_decoder_layer (0: hidden_size).
+  virtual model::DecoderLayer layer(const std::string& prefix, const model::ModelConfig& config,
+                                    int64_t attention_input = 0) const = 0;
+  // The embedding and LM head [vocab, hidden]: the target's (frozen in training), or a drafter's
+  // stored copies of them (shared_or_stored).
+  virtual torch::Tensor embed() const = 0;
+  virtual torch::Tensor lm_head() const = 0;
+};
+
+// The embedding / LM head a drafter uses. DeepSpec stores frozen bf16 copies of the target's
+// (deepspec-spec 1.5). When `name` is absent, or equals the target's tensor bit for bit, the
+// target's tensor is shared. When it equals the target's rounded to bf16 (an f32 target), the
+// stored copy is used, as DeepSpec does. Anything else means the drafter was trained for another
+// target: dspark::Error.
+torch::Tensor shared_or_stored(const model::SafetensorsArchive& archive, const std::string& name,
+                               const torch::Tensor& target_tensor, const std::string& dir);
+
+// A drafter checkpoint directory (DeepSpec layout), read in the dtype and on the device the
+// drafter runs with: matrices in the load options' dtype, vectors in f32.
+class DrafterWeights : public WeightSource {
+ public:
+  DrafterWeights(const std::string& dir, const model::Transformer& target, model::WeightDType weight_dtype);
+  torch::Tensor matrix(const std::string& name, const std::vector<int64_t>& shape) const override;
+  torch::Tensor vector(const std::string& name, const std::vector<int64_t>& shape) const override;
+  model::DecoderLayer layer(const std::string& prefix, const model::ModelConfig& config,
+                            int64_t attention_input = 0) const override;
+  torch::Tensor embed() const override;
+  torch::Tensor lm_head() const override;
+
+ private:
+  std::string dir_;
+  const model::Transformer& target_;
+  model::SafetensorsArchive archive_;
+  torch::ScalarType matrix_dtype_;
+};
+
+}  // namespace dspark::draft
