@@ -5,7 +5,8 @@
 # Single-request generation (greedy, 128 new tokens after a 16-token prompt, EOS ignored) on the
 # shipped model and on a random Qwen3-0.6B-shaped model, autoregressive and with a DSpark drafter
 # (random for the 0.6B shape: acceptance is meaningless there, the point is the drafting and
-# verifying overhead), then `bench serve` aggregate throughput at C = 1, 8, 64. tokens/s is
+# verifying overhead), then `bench serve` aggregate throughput (dspark-async, 64 new tokens per
+# request) at C = 1, 8, 64. tokens/s is
 # (generated - 1) / (end - first token), computed the same way from either binary's JSON.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -47,13 +48,16 @@ case_ab big-dspark --model "$big" --draft "$out/big-dspark"
 echo
 echo "| bench serve, aggregate tokens/s (median of 3 repeats, alternating binaries) | old | new | new / old |"
 echo "|---|---|---|---|"
+# One step-cost profile for both binaries, so their schedules decide alike.
+[ -f "$out/sps.json" ] || "$new" profile --draft models/tiny-target-8l-dspark --max-requests 64 --out "$out/sps.json" 2>/dev/null
 serve() {  # binary, schedule, concurrency -> aggregate tok/s
-  "$1" bench serve --draft models/tiny-target-8l-dspark --schedule "$2" --concurrency "$3" --repeats 1 \
+  "$1" bench serve --draft models/tiny-target-8l-dspark --schedule "$2" --concurrency "$3" --repeats 1 --max-tokens 64 \
+    --sps "$out/sps.json" \
     --prompts ../shared/data/chat/vicuna_bench/question.jsonl --limit 32 --temperature 0 --json 2>/dev/null |
     python3 -c "import json, sys; print(json.load(sys.stdin)[0]['aggregate_tps'])"
 }
 for c in 1 8 64; do
-  for schedule in none dspark-async; do
+  for schedule in dspark-async; do
     o=(); n=()
     for i in 1 2 3; do o+=("$(serve "$old" "$schedule" "$c")"); n+=("$(serve "$new" "$schedule" "$c")"); done
     python3 -c "

@@ -16,8 +16,11 @@ class Bytes {
  public:
   template <typename T>
   void pod(T value) {
-    const auto* p = reinterpret_cast<const uint8_t*>(&value);
-    out_.insert(out_.end(), p, p + sizeof(T));
+    // resize + memcpy rather than insert(): GCC 12 misreads an insert into an empty vector as an
+    // overflow (-Wstringop-overflow).
+    const size_t at = out_.size();
+    out_.resize(at + sizeof(T));
+    std::memcpy(out_.data() + at, &value, sizeof(T));
   }
   void string(const std::string& s) {
     pod<uint64_t>(s.size());

@@ -116,8 +116,6 @@ void Transformer::load_weights(const std::string& dir) {
   lm_head_.weight = c.tie_word_embeddings ? embed_ : matrix("lm_head.weight", {c.vocab_size, c.hidden_size});
 }
 
-}
-
 // After loading, on either path: the kernel choice applied to every matrix, and the weights moved
 // to the model's device (tensors already there stay as they are).
 void Transformer::place_weights() {

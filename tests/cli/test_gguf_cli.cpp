@@ -19,7 +19,10 @@ TEST(GgufCli, QuantizeThenRunTheFile) {
   // Logits of the file we wrote equal those of llama.cpp's own Q8_0 file (same tensor bytes).
   const std::vector<int64_t> ids = test::gguf_expected("untied-q8_0.gguf")["cases"][1]["ids"];
   std::string csv;
-  for (const int64_t id : ids) csv += (csv.empty() ? "" : ",") + std::to_string(id);
+  for (const int64_t id : ids) {
+    if (!csv.empty()) csv += ',';
+    csv += std::to_string(id);
+  }
   for (const std::string& model : {gguf, test::gguf_fixture("untied-q8_0.gguf").string()}) {
     const test::CommandResult r = test::run_dspark("logits --model " + model + " --ids " + csv + " --out " +
                                                    dir.file(std::filesystem::path(model).filename().string() + ".f32"));

@@ -64,8 +64,11 @@ TEST(MarkovHead, BlockEqualsStepBySteps) {
     // The RNN head's later slots depend on the earlier ones: slot 1 alone (a fresh state) differs.
     const torch::Tensor alone = head.block(head.w1_rows(prev.select(1, 1)).unsqueeze(1), hidden.narrow(1, 1, 1));
     const double carried = (alone.select(1, 0) - block.select(1, 1)).abs().max().item<double>();
-    if (rnn) EXPECT_GT(carried, 1e-3);
-    else EXPECT_LT(carried, 1e-5);
+    if (rnn) {
+      EXPECT_GT(carried, 1e-3);
+    } else {
+      EXPECT_LT(carried, 1e-5);
+    }
   }
 }
 

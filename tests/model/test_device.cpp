@@ -61,7 +61,9 @@ TEST(Device, StepCostMetaNamesTheTargetsDevice) {
   const Transformer target = Transformer::load(dir, {WeightDType::kF32});
   const schedule::SpsMeta meta = engine::step_cost_meta(dir, target, "", "f32");
   EXPECT_EQ(meta.device, device_label(target.device()));
-  if (target.device().is_cpu()) EXPECT_EQ(meta.device, "cpu");
+  if (target.device().is_cpu()) {
+    EXPECT_EQ(meta.device, "cpu");
+  }
   schedule::SpsMeta elsewhere = meta;
   elsewhere.device = meta.device == "cpu" ? "cuda:0" : "cpu";
   EXPECT_FALSE(meta.same_setup(elsewhere));

@@ -224,8 +224,9 @@ TEST(DSparkTrainModel, AgreesWithTheInferenceDrafter) {
       const int64_t n_slots = config.markov_rank > 0 ? 1 : 4;
       const double diff = (train_out.logits[1].narrow(0, 0, n_slots) - blocks[0].logits.narrow(0, 0, n_slots)).abs().max().item<double>();
       EXPECT_LT(diff, 1e-4) << "anchor " << anchor;
-      if (config.confidence_head)
+      if (config.confidence_head) {
         EXPECT_NEAR(1 / (1 + std::exp(-train_out.confidence_logits[1][0].item<double>())), blocks[0].confidence[0], 1e-5);
+      }
     }
   }
 }

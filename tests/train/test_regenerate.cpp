@@ -65,7 +65,9 @@ TEST(Regenerate, ReplaysEveryUserTurnWithTheTargetsAnswers) {
     const std::string text = tok.decode(prompt_side);
     EXPECT_EQ(text.find(original), std::string::npos) << "the corpus answer leaked in";
     EXPECT_NE(text.find("question"), std::string::npos);
-    if (smp.turns == 2) EXPECT_NE(text.find("and a follow-up"), std::string::npos);
+    if (smp.turns == 2) {
+      EXPECT_NE(text.find("and a follow-up"), std::string::npos);
+    }
     // The rendered prompt of the first turn is exactly what `generate --chat` feeds the model.
     const std::vector<int32_t> prompt = tok.encode(
         "<|im_start|>user\nquestion " + smp.id.substr(5) + "<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
@@ -74,7 +76,9 @@ TEST(Regenerate, ReplaysEveryUserTurnWithTheTargetsAnswers) {
     EXPECT_EQ(std::count(smp.loss_mask.begin(), smp.loss_mask.begin() + prompt.size(), 1), 0);
     // Every answer span ends with <|im_end|> unless the answer was cut at max_new_tokens.
     for (size_t i = 0; i + 1 < smp.loss_mask.size(); ++i)
-      if (smp.loss_mask[i] && !smp.loss_mask[i + 1]) EXPECT_EQ(smp.input_ids[i], im_end);
+      if (smp.loss_mask[i] && !smp.loss_mask[i + 1]) {
+        EXPECT_EQ(smp.input_ids[i], im_end);
+      }
     if (smp.finish == "stop") {
       EXPECT_EQ(smp.input_ids.back(), im_end);
       EXPECT_EQ(smp.turns, smp.id.back() % 2 == 0 ? 2 : 1);  // even ids have a follow-up turn
