@@ -113,7 +113,7 @@ void run_generate(const GenerateArgs& args) {
     engine.submit(std::move(r));
   }
   const std::vector<engine::RequestOutcome> outcomes = engine.run();
-  if (stream) std::cout << stream_decoder.flush() << "\n";
+  if (stream) std::cout << stream_decoder.flush() << std::endl;  // before the stderr summary
   for (const engine::RequestOutcome& o : outcomes) print_sample(o, tok, args.json, stream, speculative);
   if (speculative && concurrency > 1 && !args.json)
     std::fprintf(stderr, "[engine: %s, concurrency %lld, %lld steps, mean budget %.2f drafts, acceptance length %.2f]\n",
