@@ -18,6 +18,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "schedule/confidence_history.h"
@@ -32,8 +33,9 @@ using SpsSource = std::function<SpsTable(int64_t n_requests)>;
 
 // One request's proposal as the policy sees it.
 struct ProposedBlock {
-  int64_t n_drafted = 0;           // tokens proposed (0: the request did not draft)
-  std::vector<float> confidence;   // [n_drafted] c_k, or empty when the drafter has no confidence head
+  int64_t n_drafted = 0;              // tokens proposed (0: the request did not draft)
+  std::span<const float> confidence;  // [n_drafted] c_k (a view of the drafter's block, valid for the
+                                      // call), or empty when the drafter has no confidence head
 };
 
 enum class Drafting {

@@ -19,9 +19,9 @@ SpsSource linear_cost(double draft_cost) {
   };
 }
 
-std::vector<ProposedBlock> confident_blocks(int n) {
-  return std::vector<ProposedBlock>(n, ProposedBlock{4, {0.9f, 0.9f, 0.9f, 0.9f}});
-}
+constexpr float kConfident[] = {0.9f, 0.9f, 0.9f, 0.9f};
+
+std::vector<ProposedBlock> confident_blocks(int n) { return std::vector<ProposedBlock>(n, ProposedBlock{4, kConfident}); }
 
 TEST(VerificationPolicy, StaticKindsAlwaysDraftAndVerify) {
   VerificationPolicy fixed(ScheduleKind::kFixed, 0.5, {});
