@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(build-essential cmake pkg-config libtorch-dev libopenblas0-openmp nlohmann-json3-dev libpcre2-dev
-          libutf8proc-dev libcli11-dev libgtest-dev)
+          libutf8proc-dev libcli11-dev libgtest-dev libcpp-httplib-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -17,6 +17,7 @@ void register_eval(CLI::App& app);            // dspark eval loss
 void register_draft(CLI::App& app);           // dspark draft
 void register_calibrate(CLI::App& app);       // dspark calibrate
 void register_profile(CLI::App& app);         // dspark profile
+void register_serve(CLI::App& app);           // dspark serve
 
 // bench subcommands, registered on the `bench` app by register_bench
 void register_bench_forward(CLI::App& bench);

@@ -31,6 +31,7 @@ int main(int argc, char** argv) {
   dspark::cli::register_draft(app);
   dspark::cli::register_calibrate(app);
   dspark::cli::register_profile(app);
+  dspark::cli::register_serve(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -308,6 +308,13 @@ std::vector<RequestOutcome> Engine::step() {
   return finished;
 }
 
+double Engine::kv_cache_usage() const {
+  int64_t used = 0;
+  for (const Active& a : active_) used += cache_.length(a.kv_slot);
+  const int64_t total = options_.max_concurrency * cache_.capacity();
+  return total > 0 ? static_cast<double>(used) / static_cast<double>(total) : 0.0;
+}
+
 std::vector<RequestOutcome> Engine::run() {
   std::vector<RequestOutcome> all;
   while (!idle()) {

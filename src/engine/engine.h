@@ -77,6 +77,9 @@ class Engine {
   std::vector<RequestOutcome> run();
 
   const EngineStats& stats() const { return stats_; }
+  const schedule::VerificationPolicy& policy() const { return policy_; }
+  // Committed positions over all KV slots' positions, in [0, 1] (vLLM's kv_cache_usage_perc).
+  double kv_cache_usage() const;
 
  private:
   using Clock = std::chrono::steady_clock;

@@ -81,6 +81,18 @@ std::vector<RequestDraft> VerificationPolicy::scheduler_view(const std::vector<P
   return batch;
 }
 
+VerificationPolicy::StepEstimate VerificationPolicy::estimate(const ScheduleContext& context,
+                                                             const std::vector<int64_t>& lengths) const {
+  StepEstimate e;
+  if (!context.sps) return e;
+  if (kind_ == ScheduleKind::kDsparkAsync && context.two_steps_back)
+    e.capacity = capacity_global_search(*context.two_steps_back, *context.sps);
+  int64_t tokens = 0;
+  for (int64_t l : lengths) tokens += 1 + l;
+  if (context.sps->covers(tokens)) e.sps = context.sps->sps(tokens);
+  return e;
+}
+
 std::vector<int64_t> VerificationPolicy::choose_lengths(const std::vector<ProposedBlock>& blocks, Drafting drafting) {
   std::vector<RequestDraft> batch = scheduler_view(blocks);
   std::vector<int64_t> lengths(blocks.size(), 0);
@@ -90,6 +102,7 @@ std::vector<int64_t> VerificationPolicy::choose_lengths(const std::vector<Propos
     context.two_steps_back = history_.two_steps_back();
     if (needs_sps_table(kind_)) context.sps = &sps_table(static_cast<int64_t>(blocks.size()));
     lengths = schedule_lengths(kind_, batch, context);
+    last_estimate_ = estimate(context, lengths);
   }
   history_.push(std::move(batch));
   old_batch_pays_.reset();

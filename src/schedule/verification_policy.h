@@ -28,6 +28,8 @@
 
 namespace dspark::schedule {
 
+struct ScheduleContext;
+
 // The SPS table of a step in which n_requests requests draft (0: a step without drafting).
 using SpsSource = std::function<SpsTable(int64_t n_requests)>;
 
@@ -63,9 +65,19 @@ class VerificationPolicy {
   // The SPS table for steps in which n_requests requests draft, built once per n_requests.
   const SpsTable& sps_table(int64_t n_requests);
 
+  // What the last choose_lengths(kVerify) planned, for the server's metrics: the capacity K
+  // dspark-async took from two steps back (-1 for other schedules or without history), and the
+  // table's SPS(B) for the step's B = sum_r (1 + l_r) (0 without a table or beyond its range).
+  struct StepEstimate {
+    int64_t capacity = -1;
+    double sps = 0;
+  };
+  const StepEstimate& last_estimate() const { return last_estimate_; }
+
  private:
   std::vector<RequestDraft> scheduler_view(const std::vector<ProposedBlock>& blocks) const;
   Drafting gate();
+  StepEstimate estimate(const ScheduleContext& context, const std::vector<int64_t>& lengths) const;
 
   ScheduleKind kind_;
   double threshold_;
@@ -75,6 +87,7 @@ class VerificationPolicy {
   int64_t probe_interval_;                // dspark-async's gate: steps between probes (see the .cpp)
   std::optional<bool> old_batch_pays_;    // the gate's verdict on history_'s oldest batch
   int64_t steps_without_drafting_ = 0;
+  StepEstimate last_estimate_;
   // Per position k: drafts verified and accepted there, for drafters without a confidence head
   // (Laplace smoothed into a non-anticipating stand-in for c_k).
   std::vector<double> pos_verified_, pos_accepted_;

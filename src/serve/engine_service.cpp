@@ -1,0 +1,219 @@
+#include "serve/engine_service.h"
+
+#include <cstdio>
+
+#include "common/error.h"
+
+namespace dspark::serve {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_between(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+// How long the idle engine thread sleeps between looks at the clock (the dashboard's series keeps
+// its once-a-second points while nothing runs).
+constexpr auto kIdleWake = std::chrono::milliseconds(250);
+
+}  // namespace
+
+RequestChannel::Update RequestChannel::wait(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mutex_);
+  ready_.wait_for(lock, timeout, [&] { return !tokens_.empty() || (outcome_ && !delivered_); });
+  Update update;
+  update.tokens.swap(tokens_);
+  if (outcome_ && !delivered_) {
+    update.outcome = *outcome_;
+    delivered_ = true;
+  }
+  return update;
+}
+
+void RequestChannel::push(int64_t token) {
+  {
+    std::lock_guard lock(mutex_);
+    tokens_.push_back(token);
+  }
+  ready_.notify_all();
+}
+
+void RequestChannel::finish(engine::RequestOutcome outcome) {
+  {
+    std::lock_guard lock(mutex_);
+    outcome_ = std::move(outcome);
+  }
+  ready_.notify_all();
+}
+
+EngineService::EngineService(model::Transformer& target, draft::Drafter* drafter, engine::EngineOptions options,
+                             int64_t max_queue, ServerMetrics& metrics)
+    : engine_(target, drafter, std::move(options)), limits_(engine_.limits()), max_queue_(max_queue), metrics_(metrics) {
+  thread_ = std::thread([this] { loop(); });
+}
+
+EngineService::~EngineService() {
+  {
+    std::lock_guard lock(mutex_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+std::shared_ptr<RequestChannel> EngineService::submit(engine::EngineRequest request) {
+  engine::check_request(request, limits_);
+  auto channel = std::make_shared<RequestChannel>();
+  {
+    std::lock_guard lock(mutex_);
+    if (draining_ || stop_) throw ShuttingDown();
+    if (engine_waiting_ + static_cast<int64_t>(inbox_.size()) >= max_queue_) throw QueueFull();
+    inbox_.emplace_back(std::move(request), channel);
+  }
+  wake_.notify_all();
+  return channel;
+}
+
+int64_t EngineService::drain(std::chrono::milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  {
+    std::unique_lock lock(mutex_);
+    draining_ = true;
+    // The engine thread publishes its state after every step and while idle.
+    wake_.wait_until(lock, deadline, [&] { return inbox_.empty() && !engine_busy_; });
+    stop_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  return cancelled_at_stop_;
+}
+
+void EngineService::publish_state() {
+  {
+    std::lock_guard lock(mutex_);
+    engine_waiting_ = engine_.n_waiting();
+    engine_busy_ = !engine_.idle();
+  }
+  wake_.notify_all();
+}
+
+void EngineService::admit_inbox() {
+  std::deque<std::pair<engine::EngineRequest, std::shared_ptr<RequestChannel>>> inbox;
+  {
+    std::lock_guard lock(mutex_);
+    inbox.swap(inbox_);
+  }
+  const auto now = Clock::now();
+  for (auto& [request, channel] : inbox) {
+    if (channel->cancelled()) {  // the client left before the engine saw it
+      channel->finish({.finish_reason = "cancelled"});
+      continue;
+    }
+    // The callback holds the channel: a handler that gives up never leaves it dangling.
+    request.on_token = [this, channel = channel](int64_t token) {
+      if (channel->cancelled()) return false;
+      channel->push(token);
+      ++channel->produced_;
+      ++tokens_this_step_;
+      return true;
+    };
+    try {
+      const int64_t id = engine_.submit(std::move(request));
+      tracked_[id] = {.channel = std::move(channel), .submitted = now, .seen = 0, .last_output = now};
+    } catch (const Error& e) {  // checked in submit() already; kept so one request cannot stop the loop
+      channel->finish({.text = e.what(), .finish_reason = "error"});
+    }
+  }
+}
+
+// TTFT when a request's first tokens came out of this step; otherwise the time since its last
+// step with output (vLLM's inter-token latency: a step that commits several tokens is one gap).
+void EngineService::observe_latencies(Clock::time_point now) {
+  for (auto& [id, t] : tracked_) {
+    const int64_t produced = t.channel->produced_;
+    if (produced == t.seen) continue;
+    if (t.seen == 0)
+      metrics_.on_first_token(seconds_between(t.submitted, now));
+    else
+      metrics_.on_inter_token(seconds_between(t.last_output, now));
+    t.seen = produced;
+    t.last_output = now;
+  }
+}
+
+void EngineService::run_step() {
+  for (auto& [id, t] : tracked_)
+    if (t.channel->cancelled()) engine_.cancel(id);
+  tokens_this_step_ = 0;
+  std::vector<engine::RequestOutcome> finished = engine_.step();
+  observe_latencies(Clock::now());
+  for (engine::RequestOutcome& o : finished) {
+    metrics_.on_finished(o);
+    auto it = tracked_.find(o.id);
+    if (it == tracked_.end()) continue;
+    it->second.channel->finish(std::move(o));
+    tracked_.erase(it);
+  }
+  metrics_.on_step({.stats = engine_.stats(),
+                    .estimate = engine_.policy().last_estimate(),
+                    .running = engine_.n_active(),
+                    .waiting = engine_.n_waiting(),
+                    .kv_usage = engine_.kv_cache_usage(),
+                    .new_tokens = tokens_this_step_});
+}
+
+// A step that throws is the server's fault, not one request's: every request in flight ends with
+// the error (its handler answers 500, or an error event mid-stream), and the engine drops them.
+void EngineService::fail_all(const std::string& message) {
+  for (auto& [id, t] : tracked_) {
+    t.channel->cancel();
+    engine_.cancel(id);
+    t.channel->finish({.id = id, .text = message, .finish_reason = "error"});
+  }
+  tracked_.clear();
+}
+
+// Stopping: what is still in flight is cancelled at the next step boundary and its handler told.
+void EngineService::cancel_everything() {
+  cancelled_at_stop_ = static_cast<int64_t>(tracked_.size());
+  for (auto& [id, t] : tracked_) engine_.cancel(id);
+  while (!engine_.idle())
+    for (engine::RequestOutcome& o : engine_.step()) {
+      metrics_.on_finished(o);
+      if (auto it = tracked_.find(o.id); it != tracked_.end()) it->second.channel->finish(std::move(o));
+    }
+  tracked_.clear();
+  std::lock_guard lock(mutex_);
+  cancelled_at_stop_ += static_cast<int64_t>(inbox_.size());
+  for (auto& [request, channel] : inbox_) channel->finish({.finish_reason = "cancelled"});
+  inbox_.clear();
+}
+
+void EngineService::loop() {
+  for (;;) {
+    publish_state();
+    {
+      std::unique_lock lock(mutex_);
+      if (stop_) break;
+      if (inbox_.empty() && engine_.idle()) {
+        wake_.wait_for(lock, kIdleWake, [&] { return stop_ || !inbox_.empty(); });
+        if (stop_) break;
+        if (inbox_.empty()) {
+          lock.unlock();
+          metrics_.on_idle(0);
+          continue;
+        }
+      }
+    }
+    try {
+      admit_inbox();
+      run_step();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "dspark serve: engine step failed: %s\n", e.what());
+      fail_all(e.what());
+    }
+  }
+  cancel_everything();
+}
+
+}  // namespace dspark::serve
