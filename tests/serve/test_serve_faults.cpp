@@ -1,0 +1,251 @@
+// Faults against a real `dspark serve`: clients that hang up mid-stream, a thousand malformed or
+// mutated bodies, a client that sends its headers byte by byte, SIGTERM in the middle of load, and
+// the error envelope of each refusal.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <random>
+#include <thread>
+
+#include "serve/server_process.h"
+
+namespace dspark::test {
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+json chat(const std::string& content, int64_t max_tokens, bool stream = false) {
+  json body = {{"messages", {{{"role", "user"}, {"content", content}}}}, {"max_tokens", max_tokens}, {"temperature", 0}};
+  if (stream) body["stream"] = true;
+  return body;
+}
+
+std::optional<json> post(httplib::Client& c, const std::string& path, const std::string& body, int* status = nullptr) {
+  auto res = c.Post(path, body, "application/json");
+  if (!res) return std::nullopt;
+  if (status) *status = res->status;
+  try {
+    return json::parse(res->body);
+  } catch (const json::exception&) {
+    return json();
+  }
+}
+
+TEST(ServeFaults, ErrorsUseTheOpenAiEnvelopeAndStatus) {
+  ServerProcess server(test_server_flags(4, {"--api-key", "sekrit", "--max-body-bytes", "4096"}));
+  httplib::Client c = server.client();
+  httplib::Headers auth = {{"Authorization", "Bearer sekrit"}};
+  EXPECT_EQ(c.Get("/health")->status, 200);  // open without the key
+  auto no_key = c.Post("/v1/chat/completions", chat("hi", 4).dump(), "application/json");
+  EXPECT_EQ(no_key->status, 401);
+  EXPECT_EQ(json::parse(no_key->body)["error"]["type"], "authentication_error");
+  c.set_default_headers(auth);
+  struct Case {
+    std::string path, body;
+    int status;
+  };
+  const std::vector<Case> cases = {
+      {"/v1/chat/completions", "{oops", 400},
+      {"/v1/chat/completions", R"({"messages": []})", 400},
+      {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": "hi"}], "temperature": -1})", 400},
+      {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": "hi"}], "model": "gpt-9"})", 404},
+      {"/v1/completions", R"({"prompt": "hi", "max_tokens": 100000})", 400},
+      {"/v1/nothing", "{}", 404},
+      {"/v1/chat/completions", std::string(5000, ' '), 413},
+  };
+  for (const Case& k : cases) {
+    int status = 0;
+    const std::optional<json> body = post(c, k.path, k.body, &status);
+    ASSERT_TRUE(body) << k.body.substr(0, 80);
+    EXPECT_EQ(status, k.status) << k.body.substr(0, 80);
+    EXPECT_TRUE((*body)["error"]["message"].is_string()) << body->dump();
+    EXPECT_EQ((*body)["error"]["code"], k.status) << body->dump();
+  }
+  // The context error states both numbers.
+  int status = 0;
+  const json e = *post(c, "/v1/completions", R"({"prompt": "hi", "max_tokens": 100000})", &status);
+  EXPECT_NE(e["error"]["message"].get<std::string>().find("100000"), std::string::npos) << e.dump();
+  EXPECT_NE(e["error"]["message"].get<std::string>().find("512"), std::string::npos) << e.dump();
+}
+
+TEST(ServeFaults, ClientsThatHangUpMidStreamAreCancelledAndOthersFinish) {
+  ServerProcess server(test_server_flags(16));
+  constexpr int kClients = 40, kLeavers = 8;  // 20% hang up after three events
+  std::atomic<int> completed{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kClients; ++i)
+    threads.emplace_back([&, i] {
+      httplib::Client c = server.client();
+      const bool leaves = i % 5 == 0;
+      json body = chat("Tell me a long story about a dragon number " + std::to_string(i), leaves ? 400 : 32, true);
+      body["ignore_eos"] = true;
+      const StreamResult r = stream_request(c, "/v1/chat/completions", body, leaves ? 3 : 0);
+      if (!leaves && r.done) ++completed;
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(completed.load(), kClients - kLeavers);
+  // The leavers' requests (400 tokens each) were cancelled, not run to the end: they show up as
+  // aborted, and nothing is left running.
+  std::optional<double> aborted, running;
+  for (int i = 0; i < 50; ++i) {
+    aborted = server.metric("vllm:request_success_total{model_name=\"tiny-target-8l\",finished_reason=\"abort\"}");
+    running = server.metric("vllm:num_requests_running");
+    if (aborted == kLeavers && running == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(aborted, kLeavers);
+  EXPECT_EQ(running, 0);
+  EXPECT_EQ(server.metric("vllm:request_success_total{model_name=\"tiny-target-8l\",finished_reason=\"length\"}"),
+            kClients - kLeavers);
+}
+
+// Bodies that are wrong for certain, each a different way: truncated, invalid UTF-8, wrong types,
+// huge numbers, unknown keys, garbage bytes, nesting.
+std::string mutated_body(std::mt19937& rng, int i) {
+  const std::string valid =
+      R"({"messages": [{"role": "user", "content": "hello there"}], "max_tokens": 8, "temperature": 0.5, "top_p": 0.9, "seed": 7, "stream": false})";
+  std::uniform_int_distribution<size_t> pos(1, valid.size() - 2);
+  switch (i % 8) {
+    case 0: return valid.substr(0, pos(rng));  // cut before the closing brace
+    case 1: {                                   // a byte that is never valid UTF-8, inside the content
+      std::string b = valid;
+      b.insert(b.find("hello") + 2, 1, static_cast<char>(0xF8 + rng() % 8));
+      return b;
+    }
+    case 2: {  // a wrong type for one parameter
+      const std::vector<std::string> keys = {"max_tokens", "temperature", "top_p", "seed", "stream"};
+      const std::string key = keys[rng() % keys.size()];
+      json j = json::parse(valid);
+      j[key] = (rng() % 2) ? json("12") : json::array({1});
+      return j.dump();
+    }
+    case 3: {  // huge or out-of-range numbers
+      const std::vector<std::string> values = {"1e308", "-1", "99999999999999999999999", "1.5", "-1e-300"};
+      const std::vector<std::string> keys = {"n", "min_p"};  // absent from `valid`: no duplicate key
+      json j = json::parse(valid);
+      std::string body = j.dump();
+      body.insert(1, "\"" + keys[rng() % keys.size()] + "\": " + values[rng() % values.size()] + ", ");
+      return body;
+    }
+    case 4: {  // an unknown key
+      json j = json::parse(valid);
+      j["x_" + std::to_string(rng() % 1000)] = 1;
+      return j.dump();
+    }
+    case 5: {  // random bytes
+      std::string b(1 + rng() % 200, ' ');
+      for (char& ch : b) ch = static_cast<char>(rng() % 256);
+      b[0] = static_cast<char>('!' + rng() % 20);  // at best a JSON string or number: never an object
+      return b;
+    }
+    case 6: return std::string(1 + rng() % 50, '[') + std::string(1 + rng() % 50, ']');  // nesting, not an object
+    default: {  // a message with a wrong field
+      json j = json::parse(valid);
+      j["messages"][0][(rng() % 2) ? "role" : "content"] = json::object();
+      return j.dump();
+    }
+  }
+}
+
+TEST(ServeFaults, AThousandMalformedBodiesGet4xxAndTheServerKeepsServing) {
+  ServerProcess server(test_server_flags(4, {"--max-body-bytes", "65536"}));
+  std::atomic<int> not_4xx{0}, no_answer{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      std::mt19937 rng(1234 + t);
+      httplib::Client c = server.client(10);
+      for (int i = t; i < 1000; i += 4) {
+        const std::string body = i % 100 == 99 ? std::string(70000, 'x') : mutated_body(rng, i);  // some too large
+        auto res = c.Post(i % 3 ? "/v1/chat/completions" : "/v1/completions", body, "application/json");
+        if (!res) ++no_answer;
+        else if (res->status < 400 || res->status > 499) {
+          ++not_4xx;
+          ADD_FAILURE() << res->status << " for " << body.substr(0, 120);
+        }
+      }
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(not_4xx.load(), 0);
+  EXPECT_EQ(no_answer.load(), 0);
+  httplib::Client c = server.client();
+  int status = 0;
+  const std::optional<json> ok = post(c, "/v1/chat/completions", chat("still there?", 4).dump(), &status);
+  EXPECT_EQ(status, 200);
+  EXPECT_EQ((*ok)["object"], "chat.completion");
+}
+
+int connect_to(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) return -1;
+  return fd;
+}
+
+TEST(ServeFaults, ASlowClientIsTimedOutWithoutBlockingOthers) {
+  ServerProcess server(test_server_flags(4, {"--timeout", "1"}));
+  const int fd = connect_to(server.port());
+  ASSERT_GE(fd, 0);
+  const std::string head = "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                           "Content-Length: 10\r\nX-Padding: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n\r\n";
+  std::atomic<bool> cut_off{false};
+  std::thread slow([&] {
+    for (char ch : head) {  // one byte every 50 ms: 7 s for the head, far past the 1 s deadline
+      if (send(fd, &ch, 1, MSG_NOSIGNAL) != 1) {
+        cut_off = true;
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  });
+  // Meanwhile others are served.
+  httplib::Client c = server.client();
+  for (int i = 0; i < 5; ++i) {
+    int status = 0;
+    post(c, "/v1/chat/completions", chat("quick " + std::to_string(i), 4).dump(), &status);
+    EXPECT_EQ(status, 200);
+  }
+  slow.join();
+  // The server closed the slow connection: a write failed, or reading finds it closed.
+  char buffer[512];
+  const ssize_t n = recv(fd, buffer, sizeof buffer, 0);
+  EXPECT_TRUE(cut_off || n <= 0 || std::string(buffer, static_cast<size_t>(n)).find(" 408 ") != std::string::npos)
+      << "the slow client was not cut off";
+  close(fd);
+}
+
+TEST(ServeFaults, SigtermMidLoadDrainsAndExitsZero) {
+  auto server = std::make_unique<ServerProcess>(test_server_flags(8, {"--timeout", "2"}));
+  std::atomic<int> ended{0}, done{0}, errored{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 8; ++i)
+    threads.emplace_back([&, i] {
+      httplib::Client c = server->client(30);
+      json body = chat("Story " + std::to_string(i), i % 2 ? 16 : 450, true);  // some short, some too long to finish
+      body["ignore_eos"] = true;
+      const StreamResult r = stream_request(c, "/v1/chat/completions", body);
+      ++ended;
+      if (r.done) ++done;
+      if (!r.events.empty() && r.events.back().contains("error")) ++errored;
+    });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const auto t0 = Clock::now();
+  const std::optional<int> status = server->stop(std::chrono::seconds(20));
+  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(status, 0);
+  EXPECT_LT(seconds, 10.0) << "the drain took longer than --timeout allows";
+  EXPECT_EQ(ended.load(), 8);            // every stream ended, none hung
+  EXPECT_EQ(done + errored, 8);          // each finished with [DONE] or an error event
+  EXPECT_GE(done.load(), 4);             // the short ones finished
+}
+
+}  // namespace
+}  // namespace dspark::test
