@@ -1,8 +1,10 @@
 // The official `openai` package against `dspark serve` on the shipped model and drafter: chat and
 // completions, streamed and not, at temperature 0. The parsed text must equal `dspark generate
-// --json` (speculation is lossless, so the server's speculative output equals plain decoding), the
-// stream's deltas must add up to the non-streamed text, and the speculative statistics must ride on
-// the final chunk and the response.
+// --json` without a drafter (speculation is lossless, so the server's speculative output equals
+// plain decoding), the stream's deltas must add up to the non-streamed text, and the speculative
+// statistics must ride on the final chunk and the response. The server runs `--schedule fixed`:
+// every step verifies gamma drafts (on the tiny target dspark-async mostly turns drafting off, which
+// would leave speculation barely exercised), and it needs no step-cost profile to start.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import OpenAI from "openai";
@@ -18,7 +20,7 @@ let server, client, model, refChat, refCompletion;
 
 before(async () => {
   [server, refChat, refCompletion] = await Promise.all([
-    startServer(),
+    startServer(["--schedule", "fixed"]),
     generate({ prompt: CHAT_PROMPT, chat: true, maxTokens: MAX_TOKENS }),
     generate({ prompt: COMPLETION_PROMPT, maxTokens: MAX_TOKENS }),
   ]);
@@ -42,6 +44,7 @@ function assertSpeculativeStats(body, completionTokens, where) {
     assert.equal(typeof t[key], "number", `${where}: timings.${key} is ${JSON.stringify(t[key])}`);
   }
   assert.equal(t.predicted_n, completionTokens, `${where}: timings.predicted_n`);
+  assert.ok(t.draft_n > 0, `${where}: nothing was drafted`);
   assert.ok(t.draft_n_accepted <= t.draft_n, `${where}: more drafts accepted than drafted`);
   const spec = body.metrics?.speculative_decoding;
   assert.ok(spec, `${where}: no metrics.speculative_decoding`);
@@ -64,9 +67,10 @@ function assertUsage(usage, ref, where) {
 // Streams a request to the end; returns the concatenated text, the finish chunk and the usage chunk.
 async function collectStream(stream, textOf) {
   const ids = new Set();
-  let text = "", finish = null, usage = null, chunks = 0;
+  let text = "", finish = null, usage = null, first = null, chunks = 0;
   for await (const chunk of stream) {
     chunks += 1;
+    first ??= chunk;
     ids.add(chunk.id);
     if (chunk.usage) usage = chunk;
     for (const choice of chunk.choices) {
@@ -78,7 +82,7 @@ async function collectStream(stream, textOf) {
     }
   }
   assert.equal(ids.size, 1, `chunk ids differ: ${[...ids]}`);
-  return { text, finish, usage, chunks };
+  return { text, finish, usage, first, chunks };
 }
 
 test("chat, not streamed, equals generate --chat", { timeout: TEST_TIMEOUT_MS }, async () => {
@@ -97,8 +101,9 @@ test("chat, not streamed, equals generate --chat", { timeout: TEST_TIMEOUT_MS },
 test("chat, streamed, deltas equal the non-streamed text", { timeout: TEST_TIMEOUT_MS }, async () => {
   const stream = await client.chat.completions.create({
     model, ...chatRequest, stream: true, stream_options: { include_usage: true } });
-  const { text, finish, usage, chunks } = await collectStream(stream, (choice) => choice.delta?.content);
+  const { text, finish, usage, first, chunks } = await collectStream(stream, (choice) => choice.delta?.content);
   assert.ok(chunks >= 3, `only ${chunks} chunks`);
+  assert.equal(first.choices[0].delta.role, "assistant", "the first delta does not name the role");
   assert.equal(text, refChat.text);
   assert.ok(finish, "no chunk with a finish_reason");
   assert.equal(finish.object, "chat.completion.chunk");
