@@ -48,11 +48,15 @@ function assertSpeculativeStats(body, completionTokens, where) {
   assert.ok(t.draft_n_accepted <= t.draft_n, `${where}: more drafts accepted than drafted`);
   const spec = body.metrics?.speculative_decoding;
   assert.ok(spec, `${where}: no metrics.speculative_decoding`);
-  for (const key of ["mean_acceptance_length", "draft_acceptance_rate", "num_spec_steps", "num_draft_tokens",
-                     "num_accepted_draft_tokens"]) {
+  for (const key of ["mean_acceptance_length", "draft_acceptance_rate", "num_spec_steps", "num_drafts",
+                     "num_draft_tokens", "num_accepted_draft_tokens"]) {
     assert.equal(typeof spec[key], "number", `${where}: metrics.speculative_decoding.${key}`);
   }
-  assert.ok(Array.isArray(spec.acceptance_histogram), `${where}: acceptance_histogram is not an array`);
+  const perPosition = spec.acceptance_per_position;
+  assert.ok(Array.isArray(perPosition) && perPosition.length > 0, `${where}: acceptance_per_position ${perPosition}`);
+  assert.ok(perPosition.every((a) => a >= 0 && a <= 1), `${where}: acceptance_per_position ${perPosition}`);
+  assert.ok(Math.abs(spec.mean_acceptance_length - (1 + spec.num_accepted_draft_tokens / spec.num_drafts)) < 1e-9,
+            `${where}: mean_acceptance_length ${spec.mean_acceptance_length} is not 1 + accepted / drafts`);
   assert.equal(spec.num_draft_tokens, t.draft_n, `${where}: num_draft_tokens != timings.draft_n`);
   assert.equal(spec.num_accepted_draft_tokens, t.draft_n_accepted, `${where}: accepted != timings.draft_n_accepted`);
 }
