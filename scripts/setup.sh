@@ -5,7 +5,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(build-essential cmake pkg-config libtorch-dev libopenblas0-openmp nlohmann-json3-dev libpcre2-dev
-          libutf8proc-dev libcli11-dev libgtest-dev libcpp-httplib-dev)
+          libutf8proc-dev libcli11-dev libgtest-dev libcpp-httplib-dev
+          chromium)  # the dashboard test's browser (tests/serve/node)
+# Node.js 20 with its npm runs the real-client tests; the machine's may come from another repository
+# with npm bundled, so Debian's are installed only where the commands are missing.
+command -v node > /dev/null || packages+=(nodejs)
+command -v npm > /dev/null || packages+=(npm)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
