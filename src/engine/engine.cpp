@@ -283,6 +283,8 @@ std::vector<RequestOutcome> Engine::step() {
     for (size_t i = 0; i < blocks.size(); ++i)
       proposed[i] = {static_cast<int64_t>(blocks[i].tokens.size()), blocks[i].confidence};
     lengths = policy_.choose_lengths(proposed, drafting);
+  } else if (!decoding.empty()) {
+    policy_.note_step_without_drafts(static_cast<int64_t>(decoding.size()));
   }
 
   // 3. One ragged forward: verify rows, then prefill chunks.

@@ -93,6 +93,13 @@ VerificationPolicy::StepEstimate VerificationPolicy::estimate(const ScheduleCont
   return e;
 }
 
+void VerificationPolicy::note_step_without_drafts(int64_t n_requests) {
+  if (!needs_sps_table(kind_) || n_requests == 0) return;
+  const SpsTable& table = sps_table(0);
+  last_estimate_ = {.capacity = kind_ == ScheduleKind::kDsparkAsync ? 0 : -1,
+                    .sps = table.covers(n_requests) ? table.sps(n_requests) : 0.0};
+}
+
 std::vector<int64_t> VerificationPolicy::choose_lengths(const std::vector<ProposedBlock>& blocks, Drafting drafting) {
   std::vector<RequestDraft> batch = scheduler_view(blocks);
   std::vector<int64_t> lengths(blocks.size(), 0);

@@ -73,6 +73,9 @@ class VerificationPolicy {
     double sps = 0;
   };
   const StepEstimate& last_estimate() const { return last_estimate_; }
+  // A step in which n_requests requests decode without drafts (the gate kept the drafter off):
+  // its estimate is SPS(n_requests) without drafting, and nothing verified (K = 0).
+  void note_step_without_drafts(int64_t n_requests);
 
  private:
   std::vector<RequestDraft> scheduler_view(const std::vector<ProposedBlock>& blocks) const;

@@ -69,10 +69,12 @@ struct Choices {
   }
 };
 
-Choices submit_all(const Backend& b, std::vector<engine::EngineRequest> requests) {
+Choices submit_all(const Backend& b, std::vector<engine::EngineRequest> requests, const std::string& id) {
   Choices choices;
   try {
-    for (engine::EngineRequest& r : requests) choices.channels.push_back(b.service->submit(std::move(r)));
+    for (size_t i = 0; i < requests.size(); ++i)
+      choices.channels.push_back(
+          b.service->submit(std::move(requests[i]), requests.size() == 1 ? id : id + "/" + std::to_string(i)));
   } catch (const QueueFull& e) {
     choices.cancel();
     throw ApiError(503, e.what());
@@ -228,7 +230,7 @@ void handle_completion(const Backend& b, const httplib::Request& req, httplib::R
                           .id = response_id(endpoint),
                           .created = static_cast<int64_t>(std::time(nullptr)),
                           .model = b.model_id};
-  Choices choices = submit_all(b, std::move(requests));
+  Choices choices = submit_all(b, std::move(requests), head.id);
   if (!request.stream) return respond_whole(head, choices, prompt_tokens, res);
 
   auto stream = std::make_shared<Stream>();

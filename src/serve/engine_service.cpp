@@ -61,14 +61,14 @@ EngineService::~EngineService() {
   if (thread_.joinable()) thread_.join();
 }
 
-std::shared_ptr<RequestChannel> EngineService::submit(engine::EngineRequest request) {
+std::shared_ptr<RequestChannel> EngineService::submit(engine::EngineRequest request, std::string label) {
   engine::check_request(request, limits_);
   auto channel = std::make_shared<RequestChannel>();
   {
     std::lock_guard lock(mutex_);
     if (draining_ || stop_) throw ShuttingDown();
     if (engine_waiting_ + static_cast<int64_t>(inbox_.size()) >= max_queue_) throw QueueFull();
-    inbox_.emplace_back(std::move(request), channel);
+    inbox_.push_back({std::move(request), channel, std::move(label)});
   }
   wake_.notify_all();
   return channel;
@@ -98,13 +98,13 @@ void EngineService::publish_state() {
 }
 
 void EngineService::admit_inbox() {
-  std::deque<std::pair<engine::EngineRequest, std::shared_ptr<RequestChannel>>> inbox;
+  std::deque<Submitted> inbox;
   {
     std::lock_guard lock(mutex_);
     inbox.swap(inbox_);
   }
   const auto now = Clock::now();
-  for (auto& [request, channel] : inbox) {
+  for (auto& [request, channel, label] : inbox) {
     if (channel->cancelled()) {  // the client left before the engine saw it
       channel->finish({.finish_reason = "cancelled"});
       continue;
@@ -119,7 +119,8 @@ void EngineService::admit_inbox() {
     };
     try {
       const int64_t id = engine_.submit(std::move(request));
-      tracked_[id] = {.channel = std::move(channel), .submitted = now, .seen = 0, .last_output = now};
+      tracked_[id] = {.channel = std::move(channel), .label = std::move(label), .submitted = now, .seen = 0,
+                      .last_output = now};
     } catch (const Error& e) {  // checked in submit() already; kept so one request cannot stop the loop
       channel->finish({.text = e.what(), .finish_reason = "error"});
     }
@@ -148,8 +149,8 @@ void EngineService::run_step() {
   std::vector<engine::RequestOutcome> finished = engine_.step();
   observe_latencies(Clock::now());
   for (engine::RequestOutcome& o : finished) {
-    metrics_.on_finished(o);
     auto it = tracked_.find(o.id);
+    metrics_.on_finished(o, it == tracked_.end() ? "" : it->second.label);
     if (it == tracked_.end()) continue;
     it->second.channel->finish(std::move(o));
     tracked_.erase(it);
@@ -179,13 +180,14 @@ void EngineService::cancel_everything() {
   for (auto& [id, t] : tracked_) engine_.cancel(id);
   while (!engine_.idle())
     for (engine::RequestOutcome& o : engine_.step()) {
-      metrics_.on_finished(o);
-      if (auto it = tracked_.find(o.id); it != tracked_.end()) it->second.channel->finish(std::move(o));
+      auto it = tracked_.find(o.id);
+      metrics_.on_finished(o, it == tracked_.end() ? "" : it->second.label);
+      if (it != tracked_.end()) it->second.channel->finish(std::move(o));
     }
   tracked_.clear();
   std::lock_guard lock(mutex_);
   cancelled_at_stop_ += static_cast<int64_t>(inbox_.size());
-  for (auto& [request, channel] : inbox_) channel->finish({.finish_reason = "cancelled"});
+  for (Submitted& s : inbox_) s.channel->finish({.finish_reason = "cancelled"});
   inbox_.clear();
 }
 

@@ -75,8 +75,9 @@ class EngineService {
   ~EngineService();  // cancels what is left and joins the thread
 
   // Checks the request (dspark::Error names the problem), refuses it when max_queue requests are
-  // waiting (QueueFull) or the service drains (ShuttingDown), and queues it.
-  std::shared_ptr<RequestChannel> submit(engine::EngineRequest request);
+  // waiting (QueueFull) or the service drains (ShuttingDown), and queues it. `label` names it in
+  // the metrics' recent requests (the response id).
+  std::shared_ptr<RequestChannel> submit(engine::EngineRequest request, std::string label = "");
   const engine::RequestLimits& limits() const { return limits_; }
 
   // SIGTERM: refuse new requests, let the running and waiting ones finish for up to `timeout`,
@@ -87,6 +88,7 @@ class EngineService {
   using Clock = std::chrono::steady_clock;
   struct Tracked {                          // a request in the engine, as the engine thread follows it
     std::shared_ptr<RequestChannel> channel;
+    std::string label;
     Clock::time_point submitted;
     int64_t seen = 0;                       // tokens it had produced at the end of the last step
     Clock::time_point last_output;          // when that last step ended (inter-token latency)
@@ -106,7 +108,12 @@ class EngineService {
 
   std::mutex mutex_;                       // guards what follows, up to tracked_
   std::condition_variable wake_;           // the engine thread: work arrived; drain(): state published
-  std::deque<std::pair<engine::EngineRequest, std::shared_ptr<RequestChannel>>> inbox_;
+  struct Submitted {
+    engine::EngineRequest request;
+    std::shared_ptr<RequestChannel> channel;
+    std::string label;
+  };
+  std::deque<Submitted> inbox_;
   int64_t engine_waiting_ = 0;             // the engine's waiting queue, as last published
   bool engine_busy_ = false;               // requests in the engine, as last published
   bool draining_ = false, stop_ = false;

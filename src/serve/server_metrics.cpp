@@ -30,6 +30,14 @@ void type(std::string& out, const std::string& name, const char* kind, const cha
   out += "# HELP " + name + " " + help + "\n# TYPE " + name + " " + kind + "\n";
 }
 
+// A request without a response id, by its engine id. (Built with += : GCC 12 misreports
+// `"#" + std::to_string(id)` under -Wstringop-overflow.)
+std::string engine_label(int64_t id) {
+  std::string label = "#";
+  label += std::to_string(id);
+  return label;
+}
+
 // vLLM counts a cancelled request as "abort".
 std::string reason_label(const std::string& finish_reason) {
   return finish_reason == "cancelled" ? "abort" : finish_reason;
@@ -93,7 +101,7 @@ void ServerMetrics::on_inter_token(double seconds) {
   itl_.observe(seconds);
 }
 
-void ServerMetrics::on_finished(const engine::RequestOutcome& o) {
+void ServerMetrics::on_finished(const engine::RequestOutcome& o, const std::string& label) {
   const engine::RequestStats& s = o.stats;
   std::lock_guard lock(mutex_);
   ++finished_;
@@ -104,7 +112,7 @@ void ServerMetrics::on_finished(const engine::RequestOutcome& o) {
   queue_.observe(s.queued_seconds);
   if (s.generated_tokens > 1)
     tpot_.observe((s.seconds - s.first_token_seconds) / static_cast<double>(s.generated_tokens - 1));
-  recent_.push_front({.id = o.id,
+  recent_.push_front({.id = label.empty() ? engine_label(o.id) : label,
                       .finished_s = uptime(Clock::now()),
                       .prompt_tokens = s.prompt_tokens,
                       .completion_tokens = s.generated_tokens,
@@ -130,7 +138,7 @@ void ServerMetrics::maybe_sample(Clock::time_point now) {
   s.tokens_per_s = static_cast<double>(generation_tokens_ - tokens_at_last_sample_) / dt;
   s.user_tokens_per_s = mean_running > 0 ? s.tokens_per_s / mean_running : 0.0;
   s.requests_per_s = static_cast<double>(finished_ - finished_at_last_sample_) / dt;
-  s.running = last_.running;
+  s.running = mean_running;
   s.waiting = last_.waiting;
   s.budget_per_step = request_steps > 0 ? static_cast<double>(b.verified_drafts - a.verified_drafts) / request_steps : 0.0;
   s.draft_share = step_seconds > 0 ? (b.draft_seconds - a.draft_seconds) / step_seconds : 0.0;
@@ -243,8 +251,8 @@ nlohmann::json ServerMetrics::stats() const {
             {"kv_usage", last_.kv_usage},
             {"budget_per_step", last_second.budget_per_step},
             {"draft_share", last_second.draft_share},
-            {"sps_estimate", last_.estimate.sps},
-            {"capacity_k", last_.estimate.capacity}}},
+            {"sps_estimate", last_.estimate.sps > 0 ? nlohmann::json(last_.estimate.sps) : nlohmann::json()},
+            {"capacity_k", last_.estimate.capacity >= 0 ? nlohmann::json(last_.estimate.capacity) : nlohmann::json()}}},
           {"totals",
            {{"requests", finished_},
             {"prompt_tokens", prompt_tokens_},

@@ -68,7 +68,7 @@ class ServerMetrics {
   void on_step(const StepSample& sample);
   void on_first_token(double seconds_from_submission);
   void on_inter_token(double seconds);
-  void on_finished(const engine::RequestOutcome& outcome);
+  void on_finished(const engine::RequestOutcome& outcome, const std::string& label);
   void on_idle(int64_t waiting);  // keeps the once-a-second series going while nothing runs
 
   // HTTP threads.
@@ -80,11 +80,12 @@ class ServerMetrics {
   using Clock = std::chrono::steady_clock;
   struct Sample {              // one point of the dashboard's series
     double t = 0, tokens_per_s = 0, user_tokens_per_s = 0, requests_per_s = 0;
-    int64_t running = 0, waiting = 0;
+    double running = 0;   // mean over the second's steps (the rates beside it are over the second too)
+    int64_t waiting = 0;  // at the end of the second
     double budget_per_step = 0, draft_share = 0, acceptance_length = 0;
   };
   struct Recent {
-    int64_t id = 0;
+    std::string id;  // the response id
     double finished_s = 0;
     int64_t prompt_tokens = 0, completion_tokens = 0;
     std::string finish_reason;
