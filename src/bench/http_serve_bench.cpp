@@ -112,6 +112,14 @@ std::string schedule_of(const json& model) {
   return direct != model.end() && direct->is_string() ? direct->get<std::string>() : "";
 }
 
+// Each family's difference where both scrapes have it.
+ServerCounters counters_delta(const ServerCounters& after, const ServerCounters& before) {
+  ServerCounters d;
+  if (after.spec && before.spec) d.spec = bench::counters_delta(*after.spec, *before.spec);
+  if (after.engine && before.engine) d.engine = bench::counters_delta(*after.engine, *before.engine);
+  return d;
+}
+
 }  // namespace
 
 std::vector<double> poisson_arrivals(int64_t n, double rate, uint64_t seed) {
@@ -143,7 +151,8 @@ ServerInfo fetch_server_info(const HttpEndpoint& e, const std::string& model_nam
   httplib::Client client(url.origin);
   configure(client, e);
   const httplib::Result res = client.Get(url.base + "/v1/models");
-  if (!res) throw Error("bench serve: cannot reach " + e.url + " (GET /v1/models: " + httplib::to_string(res.error()) + ")");
+  if (!res)
+    throw Error("bench serve: cannot reach " + e.url + " (GET /v1/models: " + httplib::to_string(res.error()) + ")");
   const json listing = res->status == 200 ? json::parse(res->body, nullptr, false) : json();
   const json* first = nullptr;
   if (listing.is_object() && listing.contains("data") && listing["data"].is_array() && !listing["data"].empty() &&
@@ -158,13 +167,14 @@ ServerInfo fetch_server_info(const HttpEndpoint& e, const std::string& model_nam
   return info;
 }
 
-std::optional<SpecCounters> scrape_spec_counters(const HttpEndpoint& e) {
+ServerCounters scrape_counters(const HttpEndpoint& e) {
   const Url url = parse_url(e.url);
   httplib::Client client(url.origin);
   configure(client, e);
   const httplib::Result res = client.Get(url.base + "/metrics");
-  if (!res || res->status != 200) return std::nullopt;
-  return find_spec_counters(parse_prometheus(res->body));
+  if (!res || res->status != 200) return {};
+  const std::vector<PromSample> samples = parse_prometheus(res->body);
+  return {find_spec_counters(samples), find_engine_counters(samples)};
 }
 
 void check_one_request(const HttpEndpoint& e, const HttpRequestOptions& o, const std::string& prompt) {
@@ -188,7 +198,7 @@ HttpRun run_http_load(const HttpEndpoint& e, const HttpRequestOptions& o, const 
     throw Error("bench serve: " + std::to_string(n_clients) + " clients in flight is beyond " +
                 std::to_string(kMaxClients) + "; set --max-concurrency");
 
-  const std::optional<SpecCounters> before = scrape_spec_counters(e);
+  const ServerCounters before = scrape_counters(e);
   HttpRun run;
   run.records.resize(static_cast<size_t>(n));
   std::atomic<int64_t> next{0};
@@ -207,8 +217,8 @@ HttpRun run_http_load(const HttpEndpoint& e, const HttpRequestOptions& o, const 
   for (int64_t c = 0; c < n_clients; ++c) clients.emplace_back(client_loop);
   for (std::thread& t : clients) t.join();
   run.seconds = seconds_since(t0);
-  const std::optional<SpecCounters> after = scrape_spec_counters(e);
-  if (before && after) run.spec = counters_delta(*after, *before);
+  const ServerCounters after = scrape_counters(e);
+  run.counters = counters_delta(after, before);
   return run;
 }
 

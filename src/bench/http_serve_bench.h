@@ -48,10 +48,16 @@ struct HttpLoad {
   uint64_t seed = 0;  // of the arrival times
 };
 
+// What GET /metrics says; both empty when the server has no /metrics or exposes neither.
+struct ServerCounters {
+  std::optional<SpecCounters> spec;
+  std::optional<EngineCounters> engine;  // dspark serve only
+};
+
 struct HttpRun {
   std::vector<RequestRecord> records;  // [num_requests], in request order
   double seconds = 0;                  // from the start of the load to the end of the last stream
-  std::optional<SpecCounters> spec;    // what the run added to the server's counters, if exposed
+  ServerCounters counters;             // what the run added to the server's counters, where exposed
 };
 
 struct ServerInfo {
@@ -70,8 +76,7 @@ std::string request_body(const HttpRequestOptions& options, const std::string& p
 // or when it lists no model and model_name is empty; otherwise model_name wins over the listing.
 ServerInfo fetch_server_info(const HttpEndpoint& endpoint, const std::string& model_name);
 
-// The speculative counters of GET /metrics; nullopt when the server has no /metrics or no counters.
-std::optional<SpecCounters> scrape_spec_counters(const HttpEndpoint& endpoint);
+ServerCounters scrape_counters(const HttpEndpoint& endpoint);
 
 // One request on its own, as vLLM's benchmark starts: throws dspark::Error with the server's answer
 // when it fails, so a wrong model name or endpoint stops the run before any load.

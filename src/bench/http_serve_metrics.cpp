@@ -171,6 +171,13 @@ std::optional<SpecCounters> counters_of_family(const std::vector<PromSample>& sa
   return c;
 }
 
+// The sample's value added to *field when its name is `name`; whether it was.
+bool add_if_named(const PromSample& s, const char* name, double* field) {
+  if (s.name != name) return false;
+  *field += s.value;
+  return true;
+}
+
 }  // namespace
 
 Slo parse_goodput(const std::vector<std::string>& words) {
@@ -276,6 +283,26 @@ SpecCounters counters_delta(const SpecCounters& after, const SpecCounters& befor
   for (size_t k = 0; k < before.accepted_per_pos.size() && k < d.accepted_per_pos.size(); ++k)
     d.accepted_per_pos[k] -= before.accepted_per_pos[k];
   return d;
+}
+
+double EngineCounters::mean_budget() const { return ratio(verified_draft_tokens, decode_request_steps); }
+
+std::optional<EngineCounters> find_engine_counters(const std::vector<PromSample>& samples) {
+  EngineCounters c;
+  bool found = false;
+  for (const PromSample& s : samples) {
+    found = add_if_named(s, "dspark:verified_draft_tokens_total", &c.verified_draft_tokens) || found;
+    found = add_if_named(s, "dspark:decode_request_steps_total", &c.decode_request_steps) || found;
+    found = add_if_named(s, "dspark:draft_seconds_total", &c.draft_seconds) || found;
+  }
+  if (!found) return std::nullopt;
+  return c;
+}
+
+EngineCounters counters_delta(const EngineCounters& after, const EngineCounters& before) {
+  return {.verified_draft_tokens = after.verified_draft_tokens - before.verified_draft_tokens,
+          .decode_request_steps = after.decode_request_steps - before.decode_request_steps,
+          .draft_seconds = after.draft_seconds - before.draft_seconds};
 }
 
 }  // namespace dspark::bench

@@ -18,6 +18,8 @@
 // The speculative counters come from the server's Prometheus text (`GET /metrics`), read before and
 // after a run: vLLM's `vllm:spec_decode_num_{drafts,draft_tokens,accepted_tokens}_total` and
 // `..._num_accepted_tokens_per_pos_total{position="k"}`, or llama.cpp's `llamacpp:` equivalents.
+// dspark serve also exposes its engine's counters (`dspark:verified_draft_tokens_total`, ...), from
+// which the in-process benchmark's verification budget and drafting share follow exactly.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -108,5 +110,19 @@ std::optional<SpecCounters> find_spec_counters(const std::vector<PromSample>& sa
 
 // What a run added: after - before, position by position (a position absent before counts 0).
 SpecCounters counters_delta(const SpecCounters& after, const SpecCounters& before);
+
+// dspark serve's engine counters (engine::EngineStats), summed over label sets.
+struct EngineCounters {
+  double verified_draft_tokens = 0;  // dspark:verified_draft_tokens_total: drafts sent to the target
+  double decode_request_steps = 0;   // dspark:decode_request_steps_total: requests verifying, summed over steps
+  double draft_seconds = 0;          // dspark:draft_seconds_total: time spent drafting
+
+  // Drafts verified per request per step: EngineStats::mean_budget, as the in-process benchmark reports it.
+  double mean_budget() const;
+};
+
+// nullopt from servers that are not dspark serve.
+std::optional<EngineCounters> find_engine_counters(const std::vector<PromSample>& samples);
+EngineCounters counters_delta(const EngineCounters& after, const EngineCounters& before);
 
 }  // namespace dspark::bench

@@ -67,9 +67,13 @@ Row value_row(std::string name, double HttpSummary::*field) {
 }
 
 void add_latency_rows(std::vector<Row>& rows, const std::string& what, LatencySummary HttpSummary::*field) {
-  rows.push_back({"Mean " + what + " (ms)", [field](const HttpPoint& p) { return fixed((p.summary.*field).mean_ms); }});
-  rows.push_back({"Median " + what + " (ms)", [field](const HttpPoint& p) { return fixed((p.summary.*field).median_ms); }});
-  rows.push_back({"P99 " + what + " (ms)", [field](const HttpPoint& p) { return fixed((p.summary.*field).p99_ms); }});
+  using Stat = std::pair<const char*, double LatencySummary::*>;
+  for (const auto& [stat, ms] : {Stat{"Mean ", &LatencySummary::mean_ms}, Stat{"Median ", &LatencySummary::median_ms},
+                                 Stat{"P99 ", &LatencySummary::p99_ms}}) {
+    rows.push_back({stat + what + " (ms)", [field, ms = ms](const HttpPoint& p) {
+                      return fixed((p.summary.*field).*ms);
+                    }});
+  }
 }
 
 // Acceptance rows when some point has the server's counters; "-" where a point has none.
@@ -77,13 +81,15 @@ void add_spec_rows(std::vector<Row>& rows, const std::vector<HttpPoint>& points)
   size_t positions = 0;
   bool any = false;
   for (const HttpPoint& p : points)
-    if (p.spec) {
+    if (p.counters.spec) {
       any = true;
-      positions = std::max(positions, p.spec->accepted_per_pos.size());
+      positions = std::max(positions, p.counters.spec->accepted_per_pos.size());
     }
   if (!any) return;
   auto spec_row = [](std::string name, const std::function<double(const SpecCounters&)>& value) {
-    return Row{std::move(name), [value](const HttpPoint& p) { return p.spec ? fixed(value(*p.spec)) : "-"; }};
+    return Row{std::move(name), [value](const HttpPoint& p) {
+                 return p.counters.spec ? fixed(value(*p.counters.spec)) : std::string("-");
+               }};
   };
   rows.push_back(spec_row("Drafts (server counter)", [](const SpecCounters& c) { return c.num_drafts; }));
   rows.push_back(spec_row("Draft acceptance rate", [](const SpecCounters& c) { return c.acceptance_rate(); }));
@@ -93,6 +99,18 @@ void add_spec_rows(std::vector<Row>& rows, const std::vector<HttpPoint>& points)
       const std::vector<double> rates = c.acceptance_per_pos();
       return k < rates.size() ? rates[k] : 0.0;
     }));
+}
+
+// dspark serve's budget and drafting share (the in-process benchmark's columns), when some point has them.
+void add_engine_rows(std::vector<Row>& rows, const std::vector<HttpPoint>& points) {
+  if (std::none_of(points.begin(), points.end(), [](const HttpPoint& p) { return p.counters.engine.has_value(); }))
+    return;
+  rows.push_back({"Verification budget (drafts/request/step)", [](const HttpPoint& p) {
+                    return p.counters.engine ? fixed(as_serve_point(p).mean_budget) : std::string("-");
+                  }});
+  rows.push_back({"Drafting share of time", [](const HttpPoint& p) {
+                    return p.counters.engine ? fixed(as_serve_point(p).draft_share, 3) : std::string("-");
+                  }});
 }
 
 std::vector<Row> table_rows(const std::vector<HttpPoint>& points) {
@@ -115,6 +133,7 @@ std::vector<Row> table_rows(const std::vector<HttpPoint>& points) {
   add_latency_rows(rows, "TPOT", &HttpSummary::tpot);
   add_latency_rows(rows, "ITL", &HttpSummary::itl);
   add_latency_rows(rows, "E2EL", &HttpSummary::e2el);
+  add_engine_rows(rows, points);
   add_spec_rows(rows, points);
   return rows;
 }
@@ -153,7 +172,7 @@ plot::Panel latency_panel(const std::string& what, LatencySummary HttpSummary::*
 HttpPoint make_http_point(const std::string& label, const HttpEndpoint& endpoint, const HttpRequestOptions& options,
                           const HttpLoad& load, const Slo& slo, const HttpRun& run) {
   HttpPoint p{.label = label, .url = endpoint.url, .model = options.model, .endpoint = options.endpoint,
-              .load = load, .slo = slo, .summary = summarize(run.records, run.seconds, slo), .spec = run.spec};
+              .load = load, .slo = slo, .summary = summarize(run.records, run.seconds, slo), .counters = run.counters};
   std::map<std::string, int64_t> counts;
   for (const RequestRecord& r : run.records)
     if (!r.success) ++counts[r.error];
@@ -174,14 +193,18 @@ ServePoint as_serve_point(const HttpPoint& p) {
   s.user_tps_mean = p.summary.user_tps_mean;
   s.user_tps_p50 = p.summary.user_tps_p50;
   s.user_tps_p90 = p.summary.user_tps_p90;
-  s.mean_budget = s.acceptance_length = s.draft_share = kNaN;  // engine-only: a server does not say
+  const std::optional<EngineCounters>& engine = p.counters.engine;
+  s.mean_budget = engine ? engine->mean_budget() : kNaN;
+  s.draft_share = engine && p.summary.seconds > 0 ? engine->draft_seconds / p.summary.seconds : kNaN;
+  s.acceptance_length = kNaN;  // committed tokens per request-step: no server counts them
   return s;
 }
 
 json to_json(const HttpPoint& p) {
   const HttpSummary& s = p.summary;
   json j = to_json(as_serve_point(p));
-  for (const char* engine_only : {"mean_budget", "acceptance_length", "draft_share"}) j[engine_only] = nullptr;
+  for (const char* key : {"mean_budget", "acceptance_length", "draft_share"})
+    if (!std::isfinite(j[key].get<double>())) j[key] = nullptr;  // unknown, not a measured zero
   j.update({{"url", p.url}, {"model", p.model}, {"endpoint", p.endpoint},
             {"max_concurrency", p.load.max_concurrency > 0 ? json(p.load.max_concurrency) : json()},
             {"request_rate", std::isfinite(p.load.request_rate) ? json(p.load.request_rate) : json()},
@@ -190,7 +213,8 @@ json to_json(const HttpPoint& p) {
             {"total_token_throughput", s.total_token_throughput}, {"goodput_slo", slo_json(p.slo)},
             {"good_requests", s.good_requests}, {"request_goodput", s.request_goodput},
             {"ttft_ms", latency_json(s.ttft)}, {"tpot_ms", latency_json(s.tpot)}, {"itl_ms", latency_json(s.itl)},
-            {"e2el_ms", latency_json(s.e2el)}, {"spec_decode", p.spec ? spec_json(*p.spec) : json()}});
+            {"e2el_ms", latency_json(s.e2el)},
+            {"spec_decode", p.counters.spec ? spec_json(*p.counters.spec) : json()}});
   json errors = json::array();
   for (const auto& [reason, count] : p.errors) errors.push_back({{"reason", reason}, {"count", count}});
   j["errors"] = errors;
@@ -217,8 +241,10 @@ void write_http_plots(const fs::path& dir, const std::vector<HttpPoint>& points)
   std::vector<ServePoint> serve_points;
   for (const HttpPoint& p : points) serve_points.push_back(as_serve_point(p));
   write_serve_plots(dir, serve_points);
-  // A server does not report its verification budget: that chart would be an empty frame.
-  fs::remove(dir / "serve_budget.svg");
+  // Without a budget (servers other than ours) that chart would be an empty frame.
+  if (std::none_of(serve_points.begin(), serve_points.end(),
+                   [](const ServePoint& p) { return std::isfinite(p.mean_budget); }))
+    fs::remove(dir / "serve_budget.svg");
   plot::write_svg(dir / "serve_latency.svg",
                   {.panels = {latency_panel("TTFT", &HttpSummary::ttft, points),
                               latency_panel("TPOT", &HttpSummary::tpot, points)},

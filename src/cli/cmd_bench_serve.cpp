@@ -44,7 +44,8 @@ struct BenchServeArgs {
 // The table on stdout (JSON with --json, else Markdown) and the JSON also in --json-out.
 void emit_report(const BenchServeArgs& a, const nlohmann::json& json, const std::string& markdown) {
   std::cout << (a.json ? json.dump(2) + "\n" : markdown);
-  if (!a.json_out.empty() && !(std::ofstream(a.json_out) << json.dump(2) << "\n")) throw Error(a.json_out + ": cannot write");
+  if (!a.json_out.empty() && !(std::ofstream(a.json_out) << json.dump(2) << "\n"))
+    throw Error(a.json_out + ": cannot write");
 }
 
 void run_bench_serve(const BenchServeArgs& a) {
@@ -205,7 +206,8 @@ void register_bench_serve(CLI::App& bench) {
   in_process_only.push_back(
       cmd->add_option("--dtype", a->dtype, "weight dtype in memory: bf16 or f32")->capture_default_str());
   add_url_options(cmd, *a, in_process_only);
-  cmd->add_option("--plot-dir", a->plot_dir, "write serve_throughput.svg and serve_budget.svg here (--url: serve_throughput.svg, serve_latency.svg)");
+  cmd->add_option("--plot-dir", a->plot_dir,
+                  "write serve_throughput.svg and serve_budget.svg here (with --url also serve_latency.svg)");
   cmd->add_option("--json-out", a->json_out, "also write the JSON table to this file");
   cmd->add_flag("--json", a->json, "print JSON instead of Markdown");
   cmd->callback([a] { a->endpoint.url.empty() ? run_bench_serve(*a) : run_bench_serve_url(*a); });

@@ -18,6 +18,8 @@
 #include "bench/http_serve_bench.h"
 #include "common/error.h"
 #include "expect_error.h"
+#include "serve/server_process.h"
+#include "test_util.h"
 
 namespace dspark::bench {
 namespace {
@@ -47,7 +49,9 @@ class FakeServer {
                           "\nvllm:spec_decode_num_draft_tokens_total " + std::to_string(6 * served_) +
                           "\nvllm:spec_decode_num_accepted_tokens_total " + std::to_string(3 * served_) +
                           "\nvllm:spec_decode_num_accepted_tokens_per_pos_total{position=\"0\"} " +
-                          std::to_string(2 * served_) + "\n",
+                          std::to_string(2 * served_) + "\ndspark:verified_draft_tokens_total " +
+                          std::to_string(6 * served_) + "\ndspark:decode_request_steps_total " +
+                          std::to_string(4 * served_) + "\n",
                       "text/plain");
     });
     server_.Post("/v1/chat/completions",
@@ -174,10 +178,12 @@ TEST(HttpServeBench, ClosedLoopRecordsEveryRequest) {
   }
   EXPECT_LE(server.max_in_flight(), 2);
   EXPECT_GE(server.max_in_flight(), 1);
-  ASSERT_TRUE(run.spec);
-  EXPECT_EQ(run.spec->num_drafts, 8);
-  EXPECT_EQ(run.spec->num_accepted_tokens, 12);
-  EXPECT_EQ(run.spec->accepted_per_pos, std::vector<double>{8});
+  ASSERT_TRUE(run.counters.spec);
+  EXPECT_EQ(run.counters.spec->num_drafts, 8);
+  EXPECT_EQ(run.counters.spec->num_accepted_tokens, 12);
+  EXPECT_EQ(run.counters.spec->accepted_per_pos, std::vector<double>{8});
+  ASSERT_TRUE(run.counters.engine);
+  EXPECT_EQ(run.counters.engine->mean_budget(), 1.5);  // 4 x 6 drafts over 4 x 4 request-steps
   EXPECT_GT(run.seconds, 0);
 }
 
@@ -244,6 +250,60 @@ TEST(HttpServeBench, FailingTestRequestStopsTheRun) {
   test::expect_error([&] { check_one_request({.url = server.url()}, {.model = "fake-model"}, "fail"); },
                      {"test request", "HTTP 500", "boom"});
   check_one_request({.url = server.url()}, {.model = "fake-model", .max_tokens = 2}, "a");  // no throw
+}
+
+// End to end against a real `dspark serve` (the shipped model and its dspark drafter, `fixed`):
+// the model and schedule come from /v1/models; a closed loop at C = 2 of fixed-length requests
+// all complete with the server's usage; the speculative and engine counters moved; the
+// completions endpoint works too.
+TEST(HttpServeBench, DrivesARealDsparkServe) {
+  test::ServerProcess server(test::test_server_flags(2));
+  const HttpEndpoint e{.url = "http://127.0.0.1:" + std::to_string(server.port())};
+  const ServerInfo info = fetch_server_info(e, "");
+  EXPECT_EQ(info.model, "tiny-target-8l");
+  EXPECT_EQ(info.schedule, "fixed");
+  HttpRequestOptions o{.model = info.model, .max_tokens = 12, .temperature = 0.0, .ignore_eos = true};
+  const HttpRun run =
+      run_http_load(e, o, {"What is 2 + 3?", "Name a colour."}, {.max_concurrency = 2, .num_requests = 4});
+  for (const RequestRecord& r : run.records) {
+    EXPECT_TRUE(r.success) << r.error;
+    EXPECT_EQ(r.output_tokens, 12);
+    EXPECT_TRUE(r.usage_reported);
+    EXPECT_GT(r.prompt_tokens, 0);
+    EXPECT_GE(r.content_chunks, 1);
+    EXPECT_LE(r.content_chunks, 12);  // a step's accepted drafts come as one chunk
+  }
+  ASSERT_TRUE(run.counters.spec);
+  EXPECT_GT(run.counters.spec->num_drafts, 0);
+  EXPECT_LE(run.counters.spec->num_accepted_tokens, run.counters.spec->num_draft_tokens);
+  ASSERT_TRUE(run.counters.engine);
+  EXPECT_GT(run.counters.engine->mean_budget(), 0);  // `fixed` verifies every draft
+  o.endpoint = "completions";
+  check_one_request(e, o, "Once upon a time");
+}
+
+// The CLI over a real server: a sweep of two concurrencies as JSON, every request served, and the
+// in-process benchmark's keys with values.
+TEST(HttpServeBench, CliSweepsConcurrenciesAsJson) {
+  test::ServerProcess server(test::test_server_flags(2));
+  test::TempDir dir;
+  test::write_text(dir / "prompts.jsonl", "{\"turns\": [\"Count to five.\"]}\n{\"turns\": [\"Say hi.\"]}\n");
+  const test::CommandResult r = test::run_dspark(
+      "bench serve --url http://127.0.0.1:" + std::to_string(server.port()) + " --prompts " +
+      dir.file("prompts.jsonl") + " --max-concurrency 1,2 --num-prompts 3 --max-tokens 8 --ignore-eos --json" +
+      " --plot-dir " + dir.file("plots"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json points = json::parse(r.out);
+  ASSERT_EQ(points.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(points[i]["concurrency"], i + 1);
+    EXPECT_EQ(points[i]["completed"], 3);
+    EXPECT_EQ(points[i]["output_tokens"], 24);
+    EXPECT_EQ(points[i]["schedule"], "fixed");
+    EXPECT_GT(points[i]["aggregate_tps"].get<double>(), 0);
+    EXPECT_GT(points[i]["mean_budget"].get<double>(), 0);
+  }
+  EXPECT_TRUE(std::filesystem::exists(dir / "plots" / "serve_budget.svg"));
 }
 
 }  // namespace

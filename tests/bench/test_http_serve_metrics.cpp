@@ -185,5 +185,18 @@ TEST(HttpServeMetrics, DeltaSubtractsPositionByPosition) {
   EXPECT_EQ(d.accepted_per_pos, (std::vector<double>{6, 7, 4}));
 }
 
+// dspark serve's engine counters give the in-process budget; other servers have none.
+TEST(HttpServeMetrics, ReadsDsparkEngineCounters) {
+  const std::optional<EngineCounters> c = find_engine_counters(parse_prometheus(
+      "dspark:verified_draft_tokens_total 30\ndspark:decode_request_steps_total 12\n"
+      "dspark:draft_seconds_total 0.5\ndspark:engine_steps_total 7\n"));
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->mean_budget(), 2.5);
+  EXPECT_EQ(c->draft_seconds, 0.5);
+  const EngineCounters d = counters_delta(*c, {.verified_draft_tokens = 10, .decode_request_steps = 2});
+  EXPECT_EQ(d.mean_budget(), 2.0);
+  EXPECT_FALSE(find_engine_counters(parse_prometheus(kVllmMetrics)));
+}
+
 }  // namespace
 }  // namespace dspark::bench

@@ -27,8 +27,11 @@ HttpPoint point(int64_t cap, bool with_spec) {
   run.records.push_back(failed);
   run.records.push_back(failed);
   run.seconds = 4.0;
-  if (with_spec) run.spec = SpecCounters{.num_drafts = 10, .num_draft_tokens = 40, .num_accepted_tokens = 20,
-                                         .accepted_per_pos = {8, 6}};
+  if (with_spec) {
+    run.counters.spec = SpecCounters{.num_drafts = 10, .num_draft_tokens = 40, .num_accepted_tokens = 20,
+                                     .accepted_per_pos = {8, 6}};
+    run.counters.engine = EngineCounters{.verified_draft_tokens = 40, .decode_request_steps = 16, .draft_seconds = 1};
+  }
   return make_http_point("dspark-async", {.url = "http://127.0.0.1:1"}, {.model = "tiny"},
                          {.max_concurrency = cap, .num_requests = 4}, {.ttft_ms = 150}, run);
 }
@@ -42,8 +45,9 @@ TEST(HttpServeReport, PointCountsFailuresByReason) {
   EXPECT_EQ(p.errors[0].second, 2);
 }
 
-// Every key of an in-process point is there with its meaning (aggregate = 30 tokens / 4 s);
-// what only the engine knows is null; vLLM's measures and the counters follow.
+// Every key of an in-process point is there with its meaning (aggregate = 30 tokens / 4 s; budget
+// 40 drafts / 16 request-steps; drafting 1 s of 4); what the server does not say is null; vLLM's
+// measures and the counters follow.
 TEST(HttpServeReport, JsonHasTheInProcessKeys) {
   const nlohmann::json j = to_json(point(8, true));
   const nlohmann::json in_process = to_json(ServePoint{});
@@ -53,8 +57,9 @@ TEST(HttpServeReport, JsonHasTheInProcessKeys) {
   EXPECT_EQ(j["output_tokens"], 30);
   EXPECT_DOUBLE_EQ(j["aggregate_tps"].get<double>(), 7.5);
   EXPECT_DOUBLE_EQ(j["user_tps_mean"].get<double>(), 10.0);
-  EXPECT_TRUE(j["mean_budget"].is_null());
-  EXPECT_TRUE(j["draft_share"].is_null());
+  EXPECT_DOUBLE_EQ(j["mean_budget"].get<double>(), 2.5);
+  EXPECT_DOUBLE_EQ(j["draft_share"].get<double>(), 0.25);
+  EXPECT_TRUE(j["acceptance_length"].is_null());
   EXPECT_TRUE(j["request_rate"].is_null());  // inf
   EXPECT_EQ(j["failed"], 2);
   EXPECT_DOUBLE_EQ(j["ttft_ms"]["median"].get<double>(), 150.0);
@@ -62,7 +67,10 @@ TEST(HttpServeReport, JsonHasTheInProcessKeys) {
   EXPECT_EQ(j["spec_decode"]["acceptance_per_pos"], (std::vector<double>{0.8, 0.6}));
   EXPECT_EQ(j["goodput_slo"]["ttft_ms"], 150.0);
   EXPECT_EQ(j["errors"][0]["count"], 2);
-  EXPECT_TRUE(to_json(point(8, false))["spec_decode"].is_null());
+  const nlohmann::json other_server = to_json(point(8, false));
+  EXPECT_TRUE(other_server["spec_decode"].is_null());
+  EXPECT_TRUE(other_server["mean_budget"].is_null());
+  EXPECT_TRUE(other_server["draft_share"].is_null());
 }
 
 TEST(HttpServeReport, MarkdownHasAColumnPerPointAndTheAcceptanceRows) {
@@ -71,11 +79,14 @@ TEST(HttpServeReport, MarkdownHasAColumnPerPointAndTheAcceptanceRows) {
   EXPECT_NE(md.find("| Output token throughput, aggregate (tok/s) | 7.50 | 7.50 |"), std::string::npos) << md;
   EXPECT_NE(md.find("| Request goodput (req/s) | 0.25 | 0.25 |"), std::string::npos) << md;
   EXPECT_NE(md.find("| Mean acceptance length | 3.00 | - |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| Verification budget (drafts/request/step) | 2.50 | - |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| Median TTFT (ms) | 150.00 | 150.00 |"), std::string::npos) << md;
   EXPECT_NE(md.find("| Acceptance at position 1 | 0.60 | - |"), std::string::npos) << md;
   EXPECT_NE(md.find("dspark-async C=8: 2 x HTTP 503: queue full"), std::string::npos) << md;
   EXPECT_EQ(http_markdown({point(1, false)}).find("acceptance"), std::string::npos);
 }
 
+// Another server's points: no budget chart (it would be an empty frame); dspark serve's: all three.
 TEST(HttpServeReport, WritesThroughputAndLatencyPlots) {
   test::TempDir dir;
   write_http_plots(dir.path(), {point(1, false), point(8, false)});
@@ -84,6 +95,8 @@ TEST(HttpServeReport, WritesThroughputAndLatencyPlots) {
   EXPECT_NE(latency.find("TTFT against concurrency"), std::string::npos);
   EXPECT_NE(latency.find("dspark-async p99"), std::string::npos);
   EXPECT_FALSE(std::filesystem::exists(dir / "serve_budget.svg"));
+  write_http_plots(dir.path(), {point(1, true), point(8, true)});
+  EXPECT_NE(test::read_text(dir / "serve_budget.svg").find("<svg"), std::string::npos);
 }
 
 }  // namespace

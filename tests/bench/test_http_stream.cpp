@@ -34,7 +34,9 @@ const std::string kStream =
     "data: [DONE]\n\n";
 const std::vector<std::string> kEvents = {"{\"a\":1}", "first\nsecond", "{\"b\":2}", "[DONE]"};
 
-TEST(SseParser, ReadsEveryLineEndingAndJoinsDataLines) { EXPECT_EQ(feed_in_pieces(kStream, {kStream.size()}), kEvents); }
+TEST(SseParser, ReadsEveryLineEndingAndJoinsDataLines) {
+  EXPECT_EQ(feed_in_pieces(kStream, {kStream.size()}), kEvents);
+}
 
 // Byte by byte splits every \r\n and every "data:" prefix; the other piece sizes put the
 // boundaries everywhere else.
