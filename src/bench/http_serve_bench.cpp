@@ -141,6 +141,8 @@ std::string request_body(const HttpRequestOptions& o, const std::string& prompt,
   if (o.endpoint == "completions") body["prompt"] = prompt;
   else body["messages"] = json::array({{{"role", "user"}, {"content", prompt}}});
   if (o.temperature) body["temperature"] = *o.temperature;
+  if (o.top_k) body["top_k"] = *o.top_k;
+  if (o.top_p) body["top_p"] = *o.top_p;
   if (o.ignore_eos) body["ignore_eos"] = true;
   // A prompt file may hold invalid UTF-8; replace it rather than fail the request in the client.
   return body.dump(-1, ' ', false, json::error_handler_t::replace);

@@ -37,6 +37,8 @@ struct HttpRequestOptions {
   std::string model;              // the request's "model"
   int64_t max_tokens = 128;
   std::optional<double> temperature;  // unset: the server's default
+  std::optional<int64_t> top_k;       // unset: the server's default (e.g. generation_config.json)
+  std::optional<double> top_p;
   uint64_t seed = 0;                  // request i carries seed + i
   bool ignore_eos = false;            // vLLM's and llama.cpp's extension
 };

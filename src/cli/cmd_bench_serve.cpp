@@ -33,6 +33,8 @@ struct BenchServeArgs {
   int64_t repeats = 3;
   bool json = false;
   bool ignore_eos = false;
+  std::optional<int64_t> top_k;  // in-process: 0 (off) unless given; --url: sent only when given
+  std::optional<double> top_p;
   bench::ServeOptions options;
   // --url mode: the server and its load.
   bench::HttpEndpoint endpoint;
@@ -63,6 +65,8 @@ void run_bench_serve(const BenchServeArgs& a) {
   if (*std::min_element(levels.begin(), levels.end()) < 1) throw Error("bench serve: --concurrency values must be >= 1");
 
   bench::ServeOptions o = a.options;
+  if (a.top_k) o.sampling.top_k = *a.top_k;
+  if (a.top_p) o.sampling.top_p = *a.top_p;
   if (!a.ignore_eos) o.stop_ids = model::GenerationConfig::load_or_default(dir, target.config()).eos_token_ids;
   int64_t longest = 0;
   for (const auto& p : prompts) longest = std::max<int64_t>(longest, static_cast<int64_t>(p.size()));
@@ -127,6 +131,7 @@ void run_bench_serve_url(const BenchServeArgs& a) {
   const bench::HttpRequestOptions request{.endpoint = a.endpoint_kind, .model = info.model,
                                           .max_tokens = a.options.max_tokens,
                                           .temperature = a.options.sampling.temperature,
+                                          .top_k = a.top_k, .top_p = a.top_p,
                                           .seed = a.options.sampling.seed, .ignore_eos = a.ignore_eos};
   bench::check_one_request(a.endpoint, request, prompts.front());
   const std::string label = info.schedule.empty() ? "http" : info.schedule;
@@ -190,6 +195,8 @@ void register_bench_serve(CLI::App& bench) {
   cmd->add_option("--max-tokens", a->options.max_tokens, "new tokens per request")->capture_default_str();
   cmd->add_option("--temperature", a->options.sampling.temperature, "sampling temperature")->capture_default_str();
   cmd->add_option("--seed", a->options.sampling.seed, "request i samples with seed + i")->capture_default_str();
+  cmd->add_option("--top-k", a->top_k, "top-k (in-process default 0, off; --url: the server's default unless given)");
+  cmd->add_option("--top-p", a->top_p, "top-p (in-process default 1, off; --url: the server's default unless given)");
   cmd->add_flag("--ignore-eos", a->ignore_eos, "generate --max-tokens tokens whatever the model says");
   in_process_only.push_back(
       cmd->add_option("--gamma", a->options.gamma, "drafts per request per step")->capture_default_str());

@@ -117,6 +117,7 @@ struct Stream {
   ResponseHead head;
   Choices choices;
   std::vector<TextStream> texts;
+  std::vector<DeltaEvents> deltas;  // per choice
   int64_t prompt_tokens = 0;
   bool include_usage = false;
   bool started = false;
@@ -166,13 +167,13 @@ struct Stream {
     const int64_t index = static_cast<int64_t>(i);
     if (!u.tokens.empty())
       if (std::string text = texts[i].push(u.tokens); !text.empty())
-        if (!send(sink, sse_event(delta_chunk(head, index, text, false)))) return false;
+        if (!send(sink, deltas[i].event(text))) return false;
     if (!u.outcome) return true;
     const engine::RequestOutcome& o = *u.outcome;
     choices.outcomes[i] = o;
     if (o.finish_reason == "error" || o.finish_reason == "cancelled") return fail(sink, o);
     if (std::string rest = texts[i].finish(o.text); !rest.empty())
-      if (!send(sink, sse_event(delta_chunk(head, index, rest, false)))) return false;
+      if (!send(sink, deltas[i].event(rest))) return false;
     return send(sink, sse_event(finish_chunk(head, choice_outcome(index, o))));
   }
 
@@ -236,7 +237,10 @@ void handle_completion(const Backend& b, const httplib::Request& req, httplib::R
   auto stream = std::make_shared<Stream>();
   stream->head = head;
   stream->choices = std::move(choices);
-  for (int64_t i = 0; i < request.n; ++i) stream->texts.emplace_back(*b.tokenizer, request.stop);
+  for (int64_t i = 0; i < request.n; ++i) {
+    stream->texts.emplace_back(*b.tokenizer, request.stop);
+    stream->deltas.emplace_back(head, i);
+  }
   stream->prompt_tokens = prompt_tokens;
   stream->include_usage = request.include_usage;
   res.set_header("Cache-Control", "no-cache");

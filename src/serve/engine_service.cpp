@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "common/error.h"
+#include "model/threads.h"
 
 namespace dspark::serve {
 
@@ -31,11 +32,8 @@ RequestChannel::Update RequestChannel::wait(std::chrono::milliseconds timeout) {
 }
 
 void RequestChannel::push(int64_t token) {
-  {
-    std::lock_guard lock(mutex_);
-    tokens_.push_back(token);
-  }
-  ready_.notify_all();
+  std::lock_guard lock(mutex_);
+  tokens_.push_back(token);
 }
 
 void RequestChannel::finish(engine::RequestOutcome outcome) {
@@ -49,7 +47,13 @@ void RequestChannel::finish(engine::RequestOutcome outcome) {
 EngineService::EngineService(model::Transformer& target, draft::Drafter* drafter, engine::EngineOptions options,
                              int64_t max_queue, ServerMetrics& metrics)
     : engine_(target, drafter, std::move(options)), limits_(engine_.limits()), max_queue_(max_queue), metrics_(metrics) {
-  thread_ = std::thread([this] { loop(); });
+  // OpenMP's thread count is per thread: a new thread starts from the runtime's default, not from
+  // what --threads set on the main thread, so the engine thread sets it again.
+  const int threads = model::num_threads();
+  thread_ = std::thread([this, threads] {
+    model::set_num_threads(threads);
+    loop();
+  });
 }
 
 EngineService::~EngineService() {
@@ -133,6 +137,7 @@ void EngineService::observe_latencies(Clock::time_point now) {
   for (auto& [id, t] : tracked_) {
     const int64_t produced = t.channel->produced_;
     if (produced == t.seen) continue;
+    t.channel->notify();
     if (t.seen == 0)
       metrics_.on_first_token(seconds_between(t.submitted, now));
     else

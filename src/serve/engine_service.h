@@ -41,7 +41,10 @@ class RequestChannel {
 
  private:
   friend class EngineService;
+  // The engine thread appends each token as it is committed, and wakes the handler once per step
+  // (a step that accepts several drafts is one wake-up, not one per token).
   void push(int64_t token);
+  void notify() { ready_.notify_all(); }
   void finish(engine::RequestOutcome outcome);
 
   int64_t produced_ = 0;    // tokens pushed; the engine thread's alone

@@ -28,6 +28,11 @@ class Listener : public httplib::Server {
  public:
   explicit Listener(std::chrono::milliseconds timeout) : timeout_(timeout) {}
 
+  // httplib 0.11 listens with a backlog of 5: a burst of clients connecting at once (64 streaming
+  // users reconnecting) overflows it and connections stall or fail. Listening again on the bound
+  // socket raises the backlog.
+  void widen_backlog() { ::listen(svr_sock_, SOMAXCONN); }
+
  private:
   bool process_and_close_socket(socket_t sock) override {
     bool ok = false;
@@ -198,12 +203,16 @@ HttpServer::HttpServer(HttpOptions options) : impl_(std::make_unique<Impl>(std::
   s.server.set_write_timeout(seconds, micros);
   const size_t threads = static_cast<size_t>(std::max<int64_t>(1, s.options.threads));
   s.server.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  // Keep-alive connections stay up (httplib closes them after 5 requests by default, and every
+  // reconnect of a busy client costs a handshake and risks the accept queue).
+  s.server.set_keep_alive_max_count(100000);
   s.install_routes();
   s.port = s.options.port == 0 ? s.server.bind_to_any_port(s.options.host)
                                : (s.server.bind_to_port(s.options.host, s.options.port) ? s.options.port : -1);
   if (s.port < 0)
     throw Error("serve: cannot listen on " + s.options.host + ":" + std::to_string(s.options.port) +
                 " (in use, or not an address of this machine)");
+  s.server.widen_backlog();
   s.thread = std::thread([&s] { s.server.listen_after_bind(); });
 }
 

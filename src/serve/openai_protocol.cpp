@@ -345,6 +345,19 @@ nlohmann::json usage_chunk(const ResponseHead& head, int64_t prompt_tokens, int6
   return out;
 }
 
+DeltaEvents::DeltaEvents(const ResponseHead& head, int64_t index) {
+  const std::string marker = "\x01dspark-delta\x01";  // dumped as "\u0001dspark-delta\u0001"
+  const std::string quoted = json(marker).dump();
+  const std::string whole = sse_event(delta_chunk(head, index, marker, false));
+  const size_t at = whole.find(quoted);
+  prefix_ = whole.substr(0, at);
+  suffix_ = whole.substr(at + quoted.size());
+}
+
+std::string DeltaEvents::event(const std::string& text) const {
+  return prefix_ + json(text).dump(-1, ' ', false, json::error_handler_t::replace) + suffix_;
+}
+
 std::string sse_event(const nlohmann::json& data) {
   return "data: " + data.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
 }

@@ -99,6 +99,18 @@ nlohmann::json finish_chunk(const ResponseHead& head, const ChoiceOutcome& choic
 // The last chunk with stream_options.include_usage: no choices, the usage of all choices.
 nlohmann::json usage_chunk(const ResponseHead& head, int64_t prompt_tokens, int64_t completion_tokens);
 
+// The SSE events of one choice's text deltas, sse_event(delta_chunk(head, index, text, false))
+// exactly, from a prefix and suffix rendered once per stream: a stream sends one per engine step,
+// and building the whole JSON object each time costs more CPU than the rest of the stream.
+class DeltaEvents {
+ public:
+  DeltaEvents(const ResponseHead& head, int64_t index);
+  std::string event(const std::string& text) const;
+
+ private:
+  std::string prefix_, suffix_;  // the event around the JSON string of the text
+};
+
 // `data: <json>\n\n`, and the stream's end `data: [DONE]\n\n`.
 std::string sse_event(const nlohmann::json& data);
 inline constexpr const char* kSseDone = "data: [DONE]\n\n";

@@ -197,6 +197,16 @@ TEST(OpenAiProtocol, ChatResponseAndChunkShapes) {
   EXPECT_EQ(sse_event(json{{"a", 1}}), "data: {\"a\":1}\n\n");
 }
 
+TEST(OpenAiProtocol, DeltaEventsEqualTheChunkBuiltInFull) {
+  for (const Endpoint endpoint : {Endpoint::kChat, Endpoint::kCompletions}) {
+    const ResponseHead head{.endpoint = endpoint, .id = "x-7", .created = 5, .model = "m\"q"};
+    const DeltaEvents events(head, 2);
+    for (const std::string text : {"", "plain", "quote \" backslash \\ newline \n tab \t", "ünï 日本 🎉", "\x01ctl",
+                                   "bad \xff utf8"})
+      EXPECT_EQ(events.event(text), sse_event(delta_chunk(head, 2, text, false))) << text;
+  }
+}
+
 TEST(OpenAiProtocol, CompletionShapes) {
   const ResponseHead head{.endpoint = Endpoint::kCompletions, .id = "cmpl-1", .created = 100, .model = "m"};
   const json r = completion_response(head, {{.index = 0, .text = "abc", .finish_reason = "length"}}, 3);
