@@ -5,10 +5,14 @@
 # drafter), alternating run by run at C = 1, 8 and 32, REPEATS times (default 5). Prints the median
 # aggregate output tokens/s of each and their ratio, and at C = 1 the client's TTFT against the
 # server's own time to first token (queue + prefill, from /metrics), which is what HTTP adds.
-#   scripts/bench_server_overhead.sh [REPEATS]
+#   scripts/bench_server_overhead.sh [REPEATS] [THREADS]
+# THREADS (default: all cores) is the model's thread count in both the server and the in-process
+# run; the load generator runs with one thread. On a 2-core machine, THREADS=1 leaves a core to
+# the HTTP threads and the client; with 2, they preempt the engine's OpenMP workers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repeats=${1:-5}
+threads=${2:-0}
 out=bench-results/server-overhead
 mkdir -p "$out"
 prompts=../shared/data/eval/gsm8k.jsonl
@@ -17,7 +21,7 @@ prompts=../shared/data/eval/gsm8k.jsonl
 common=(--prompts "$prompts" --max-tokens 64 --ignore-eos --temperature 1 --top-k 0 --top-p 1)
 
 log="$out/server.log"
-build/dspark serve --port 0 --schedule fixed --max-concurrency 32 > "$log" 2> "$out/server.err" &
+build/dspark --threads "$threads" serve --port 0 --schedule fixed --max-concurrency 32 > "$log" 2> "$out/server.err" &
 server=$!
 trap 'kill $server 2>/dev/null || true' EXIT
 until grep -q listening "$log"; do sleep 0.2; done
@@ -29,16 +33,16 @@ ttft_sum_count() {  # the server's TTFT histogram: "sum count"
 }
 
 for r in $(seq "$repeats"); do
-  build/dspark bench serve --draft models/tiny-target-8l-dspark --schedule fixed --concurrency 1,8,32 --repeats 1 \
+  build/dspark --threads "$threads" bench serve --draft models/tiny-target-8l-dspark --schedule fixed --concurrency 1,8,32 --repeats 1 \
     "${common[@]}" --json-out "$out/inproc.$r.json" > /dev/null 2>&1
-  build/dspark bench serve --url "$url" --max-concurrency 1 "${common[@]}" --json-out "$out/http1.$r.json" \
+  build/dspark --threads 1 bench serve --url "$url" --max-concurrency 1 "${common[@]}" --json-out "$out/http1.$r.json" \
     > /dev/null 2>&1 &
   client=$!
   before=$(ttft_sum_count)
   wait $client
   after=$(ttft_sum_count)
   echo "$before $after" > "$out/server_ttft.$r.txt"
-  build/dspark bench serve --url "$url" --max-concurrency 8,32 "${common[@]}" --json-out "$out/http.$r.json" \
+  build/dspark --threads 1 bench serve --url "$url" --max-concurrency 8,32 "${common[@]}" --json-out "$out/http.$r.json" \
     > /dev/null 2>&1
   echo "repeat $r of $repeats done" >&2
 done
