@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Side-by-side speed of two dspark binaries (e.g. before and after a refactor), alternating run by
 # run so a drift of the shared machine's speed hits both alike; medians of RUNS runs (default 7).
-#   scripts/bench_ab.sh OLD_BINARY NEW_BINARY [RUNS]
+#   scripts/bench_ab.sh OLD_BINARY NEW_BINARY [RUNS] [SERVE_RUNS]
 # Single-request generation (greedy, 128 new tokens after a 16-token prompt, EOS ignored) on the
 # shipped model and on a random Qwen3-0.6B-shaped model, autoregressive and with a DSpark drafter
 # (random for the 0.6B shape: acceptance is meaningless there, the point is the drafting and
@@ -10,7 +10,7 @@
 # (generated - 1) / (end - first token), computed the same way from either binary's JSON.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-old=$1 new=$2 runs=${3:-7}
+old=$1 new=$2 runs=${3:-7} serve_runs=${4:-5}
 out=bench-results/ab
 mkdir -p "$out"
 big=build/models/qwen3-0.6b-shape
@@ -46,7 +46,7 @@ case_ab big-ar --model "$big"
 case_ab big-dspark --model "$big" --draft "$out/big-dspark"
 
 echo
-echo "| bench serve, aggregate tokens/s (median of 3 repeats, alternating binaries) | old | new | new / old |"
+echo "| bench serve, aggregate tokens/s (median of $serve_runs repeats, alternating binaries) | old | new | new / old |"
 echo "|---|---|---|---|"
 # One step-cost profile for both binaries, so their schedules decide alike.
 [ -f "$out/sps.json" ] || "$new" profile --draft models/tiny-target-8l-dspark --max-requests 64 --out "$out/sps.json" 2>/dev/null
@@ -59,7 +59,7 @@ serve() {  # binary, schedule, concurrency -> aggregate tok/s
 for c in 1 8 64; do
   for schedule in dspark-async; do
     o=(); n=()
-    for i in 1 2 3; do o+=("$(serve "$old" "$schedule" "$c")"); n+=("$(serve "$new" "$schedule" "$c")"); done
+    for i in $(seq "$serve_runs"); do o+=("$(serve "$old" "$schedule" "$c")"); n+=("$(serve "$new" "$schedule" "$c")"); done
     python3 -c "
 import statistics
 o = statistics.median([$(IFS=,; echo "${o[*]}")]); n = statistics.median([$(IFS=,; echo "${n[*]}")])
