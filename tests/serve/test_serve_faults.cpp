@@ -72,6 +72,28 @@ TEST(ServeFaults, ErrorsUseTheOpenAiEnvelopeAndStatus) {
   EXPECT_NE(e["error"]["message"].get<std::string>().find("512"), std::string::npos) << e.dump();
 }
 
+TEST(ServeFaults, AFullQueueAnswers503WithRetryAfter) {
+  ServerProcess server(test_server_flags(1, {"--max-queue", "1"}));
+  // One request decodes, one waits; while both are in flight, a third is refused.
+  std::vector<std::thread> busy;
+  for (int i = 0; i < 2; ++i)
+    busy.emplace_back([&, i] {
+      httplib::Client c = server.client();
+      json body = chat("long story " + std::to_string(i), 400, true);
+      body["ignore_eos"] = true;
+      stream_request(c, "/v1/chat/completions", body);
+    });
+  for (int i = 0; i < 100 && server.metric("vllm:num_requests_waiting").value_or(0) < 1; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  httplib::Client c = server.client();
+  auto refused = c.Post("/v1/chat/completions", chat("one more", 4).dump(), "application/json");
+  for (auto& t : busy) t.join();
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->status, 503);
+  EXPECT_EQ(refused->get_header_value("Retry-After"), "1");
+  EXPECT_EQ(json::parse(refused->body)["error"]["type"], "unavailable_error");
+}
+
 TEST(ServeFaults, ClientsThatHangUpMidStreamAreCancelledAndOthersFinish) {
   ServerProcess server(test_server_flags(16));
   constexpr int kClients = 40, kLeavers = 8;  // 20% hang up after three events
