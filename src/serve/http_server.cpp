@@ -66,17 +66,6 @@ void send_error(httplib::Response& res, const ApiError& e) {
   if (e.status() == 503) res.set_header("Retry-After", "1");
 }
 
-json parse_object(const std::string& body) {
-  json j;
-  try {
-    j = json::parse(body);
-  } catch (const json::exception& e) {
-    throw ApiError(400, std::string("the body is not valid JSON: ") + e.what());
-  }
-  if (!j.is_object()) throw ApiError(400, "the body must be a JSON object");
-  return j;
-}
-
 }  // namespace
 
 struct HttpServer::Impl {
@@ -163,7 +152,7 @@ void HttpServer::Impl::install_routes() {
     send_json(res, 200, b->metrics->stats());
   }));
   server.Post("/tokenize", route([](const Backend* b, const httplib::Request& req, httplib::Response& res) {
-    const json body = parse_object(req.body);
+    const json body = parse_json_object(req.body);
     if (!body.contains("content") || !body["content"].is_string()) throw ApiError(400, "'content' must be a string", "content");
     const std::vector<int32_t> ids = b->tokenizer->encode(body["content"].get<std::string>());
     if (body.value("with_pieces", false)) {
@@ -174,7 +163,7 @@ void HttpServer::Impl::install_routes() {
     send_json(res, 200, {{"tokens", ids}});
   }));
   server.Post("/detokenize", route([](const Backend* b, const httplib::Request& req, httplib::Response& res) {
-    const json body = parse_object(req.body);
+    const json body = parse_json_object(req.body);
     if (!body.contains("tokens") || !body["tokens"].is_array()) throw ApiError(400, "'tokens' must be an array", "tokens");
     std::vector<int32_t> ids;
     for (const json& t : body["tokens"]) {

@@ -210,7 +210,7 @@ nlohmann::json error_json(const ApiError& error) {
             {"code", error.status()}}}};
 }
 
-CompletionRequest parse_completion_request(const std::string& body, Endpoint endpoint) {
+nlohmann::json parse_json_object(const std::string& body) {
   json j;
   try {
     j = json::parse(body);
@@ -218,6 +218,11 @@ CompletionRequest parse_completion_request(const std::string& body, Endpoint end
     throw ApiError(400, std::string("the body is not valid JSON: ") + e.what());
   }
   if (!j.is_object()) throw ApiError(400, "the body must be a JSON object");
+  return j;
+}
+
+CompletionRequest parse_completion_request(const std::string& body, Endpoint endpoint) {
+  const json j = parse_json_object(body);
   CompletionRequest r;
   r.endpoint = endpoint;
   const char* input = endpoint == Endpoint::kChat ? "messages" : "prompt";

@@ -39,6 +39,9 @@ class ApiError : public std::runtime_error {
 
 nlohmann::json error_json(const ApiError& error);
 
+// A request body as a JSON object; ApiError(400) when it is not JSON (or not UTF-8) or not an object.
+nlohmann::json parse_json_object(const std::string& body);
+
 enum class Endpoint { kChat, kCompletions };
 
 struct CompletionRequest {
