@@ -14,7 +14,9 @@ carry=.device-carry
 # -dev packages hold the headers, .pc and CMake files; their .so links point into the runtime
 # packages listed next to them.
 packages=(nlohmann-json3-dev libcli11-dev libgtest-dev libpcre2-dev libpcre2-8-0 libutf8proc-dev libutf8proc2
-          pkgconf-bin libpkgconf3)
+          pkgconf-bin libpkgconf3
+          # cpp-httplib (the server); its .pc requires openssl's, zlib's and brotli's
+          libcpp-httplib-dev libcpp-httplib0.11 libssl-dev libssl3 zlib1g-dev libbrotli-dev libbrotli1)
 
 mkdir -p "$carry/debs"
 missing=()
