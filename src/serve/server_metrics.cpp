@@ -214,28 +214,6 @@ std::string ServerMetrics::prometheus() const {
 nlohmann::json ServerMetrics::stats() const {
   std::lock_guard lock(mutex_);
   const Sample last_second = series_.empty() ? Sample{} : series_.back();
-  nlohmann::json series = nlohmann::json::array();
-  for (const Sample& s : series_)
-    series.push_back({{"t", s.t},
-                      {"tokens_per_s", s.tokens_per_s},
-                      {"user_tokens_per_s", s.user_tokens_per_s},
-                      {"requests_per_s", s.requests_per_s},
-                      {"running", s.running},
-                      {"waiting", s.waiting},
-                      {"budget_per_step", s.budget_per_step},
-                      {"draft_share", s.draft_share},
-                      {"acceptance_length", s.acceptance_length}});
-  nlohmann::json recent = nlohmann::json::array();
-  for (const Recent& r : recent_)
-    recent.push_back({{"id", r.id},
-                      {"finished_s", r.finished_s},
-                      {"prompt_tokens", r.prompt_tokens},
-                      {"completion_tokens", r.completion_tokens},
-                      {"finish_reason", r.finish_reason},
-                      {"acceptance_length", r.acceptance_length},
-                      {"acceptance_rate", r.acceptance_rate},
-                      {"tokens_per_s", r.tokens_per_s},
-                      {"ttft_ms", r.ttft_ms}});
   std::vector<double> acceptance_per_pos;
   for (int64_t accepted : spec_.num_accepted_tokens_per_pos)
     acceptance_per_pos.push_back(spec_.num_drafts ? static_cast<double>(accepted) / static_cast<double>(spec_.num_drafts) : 0.0);
@@ -263,8 +241,8 @@ nlohmann::json ServerMetrics::stats() const {
             {"mean_acceptance_length", spec_.mean_acceptance_length()},
             {"accepted_per_pos", spec_.num_accepted_tokens_per_pos},
             {"acceptance_per_pos", acceptance_per_pos}}},
-          {"series", std::move(series)},
-          {"recent", std::move(recent)}};
+          {"series", series_},   // each Sample and Recent with its field names as keys
+          {"recent", recent_}};
 }
 
 }  // namespace dspark::serve

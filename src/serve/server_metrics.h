@@ -83,6 +83,8 @@ class ServerMetrics {
     double running = 0;   // mean over the second's steps (the rates beside it are over the second too)
     int64_t waiting = 0;  // at the end of the second
     double budget_per_step = 0, draft_share = 0, acceptance_length = 0;
+    NLOHMANN_DEFINE_TYPE_INTRUSIVE(Sample, t, tokens_per_s, user_tokens_per_s, requests_per_s, running, waiting,
+                                   budget_per_step, draft_share, acceptance_length)
   };
   struct Recent {
     std::string id;  // the response id
@@ -90,6 +92,8 @@ class ServerMetrics {
     int64_t prompt_tokens = 0, completion_tokens = 0;
     std::string finish_reason;
     double acceptance_length = 0, acceptance_rate = 0, tokens_per_s = 0, ttft_ms = 0;
+    NLOHMANN_DEFINE_TYPE_INTRUSIVE(Recent, id, finished_s, prompt_tokens, completion_tokens, finish_reason,
+                                   acceptance_length, acceptance_rate, tokens_per_s, ttft_ms)
   };
   void maybe_sample(Clock::time_point now);
   double uptime(Clock::time_point now) const;
