@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "common/error.h"
+#include "engine/request.h"
 #include "model/gguf.h"
 #include "tokenizer/chat_template.h"
 
@@ -137,11 +138,7 @@ void SamplingArgs::add_to(CLI::App* cmd) {
 
 // Flags override the model's generation_config.json, as in Hugging Face and vLLM.
 sampling::SamplingParams SamplingArgs::resolve(const model::GenerationConfig& defaults) const {
-  sampling::SamplingParams params;
-  params.temperature = defaults.do_sample ? defaults.temperature : 0.0;
-  params.top_k = defaults.do_sample ? defaults.top_k : 0;
-  params.top_p = defaults.do_sample ? defaults.top_p : 1.0;
-  params.min_p = defaults.do_sample ? defaults.min_p : 0.0;
+  sampling::SamplingParams params = engine::sampling_defaults(defaults);
   if (temperature) params.temperature = *temperature;
   if (top_k) params.top_k = *top_k;
   if (top_p) params.top_p = *top_p;

@@ -108,7 +108,8 @@ void run_serve(ServeArgs& a) {
   if (schedule::needs_sps_table(kind))
     cost = load_or_profile_step_cost(a.sps_file, target, drafter.get(), dir, draft_dir, a.dtype, a.max_concurrency, gamma);
 
-  serve::ServerMetrics metrics({.model = model_id(dir),
+  const std::string id = model_id(dir);
+  serve::ServerMetrics metrics({.model = id,
                                 .drafter = draft_dir.empty() ? a.method : model_id(draft_dir),
                                 .schedule = schedule::schedule_kind_name(kind),
                                 .gamma = gamma,
@@ -122,7 +123,7 @@ void run_serve(ServeArgs& a) {
                                 .step_cost = &cost,
                                 .detokenize = [&t](const std::vector<int64_t>& ids) { return t.decode(known_ids(t, ids)); }},
                                a.max_queue, metrics);
-  const serve::Backend backend{.model_id = model_id(dir),
+  const serve::Backend backend{.model_id = id,
                                .model_root = fs::weakly_canonical(dir).string(),
                                .tokenizer = &t,
                                .chat_template = chat_template_if_any(dir),

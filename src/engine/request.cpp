@@ -4,6 +4,15 @@
 
 namespace dspark::engine {
 
+sampling::SamplingParams sampling_defaults(const model::GenerationConfig& g) {
+  sampling::SamplingParams p;
+  p.temperature = g.do_sample ? g.temperature : 0.0;
+  p.top_k = g.do_sample ? g.top_k : 0;
+  p.top_p = g.do_sample ? g.top_p : 1.0;
+  p.min_p = g.do_sample ? g.min_p : 0.0;
+  return p;
+}
+
 int64_t context_limit(const model::ModelConfig& config, int64_t max_context) {
   const int64_t trained = config.max_position_embeddings;
   if (max_context < 0) throw Error("the context limit must be >= 0 (0: the model's " + std::to_string(trained) + ")");

@@ -37,6 +37,10 @@ struct RequestLimits {
   bool can_detokenize = false;            // stop strings need it
 };
 
+// The sampling a request gets for the parameters it leaves out: the model's
+// generation_config.json, as in Hugging Face and vLLM (greedy when it does not sample). Seed 0.
+sampling::SamplingParams sampling_defaults(const model::GenerationConfig& generation);
+
 // The model's context limit: max_position_embeddings, or less when max_context > 0 asks for less.
 // Throws dspark::Error when max_context asks for more than the model was trained for.
 int64_t context_limit(const model::ModelConfig& config, int64_t max_context = 0);

@@ -53,6 +53,12 @@ double RequestStats::mean_acceptance_length() const { return 1.0 + ratio(num_acc
 double RequestStats::acceptance_rate() const { return ratio(num_accepted_tokens, num_draft_tokens); }
 double RequestStats::drafts_per_step() const { return ratio(num_draft_tokens, num_steps); }
 
+std::vector<double> RequestStats::accepted_per_draft() const {
+  std::vector<double> rate;
+  for (int64_t accepted : num_accepted_tokens_per_pos) rate.push_back(ratio(accepted, num_drafts));
+  return rate;
+}
+
 std::vector<double> RequestStats::accept_rate_per_pos() const {
   std::vector<double> rate;
   for (size_t k = 0; k < num_draft_tokens_per_pos.size(); ++k)

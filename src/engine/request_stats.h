@@ -42,6 +42,8 @@ struct RequestStats {
   double drafts_per_step() const;
   // [positions] accepted / verified at position k (unconditional).
   std::vector<double> accept_rate_per_pos() const;
+  // [positions] accepted at position k / num_drafts (vLLM's per-position acceptance rate).
+  std::vector<double> accepted_per_draft() const;
   // [positions] P(position k accepted | positions < k accepted and k verified).
   std::vector<double> conditional_accept_rate() const;
   // Output tokens per second after the first token (0 with fewer than two tokens).

@@ -51,9 +51,10 @@ std::vector<int64_t> admit_top_k(std::span<const RequestDraft> batch, int64_t ca
 
 std::vector<int64_t> schedule_async(std::span<const RequestDraft> batch,
                                     std::optional<std::span<const RequestDraft>> two_steps_back,
-                                    const SpsTable& table) {
+                                    const SpsTable& table, int64_t* capacity) {
   if (!two_steps_back) return schedule_sync(batch, table);
   const int64_t k = capacity_global_search(*two_steps_back, table);
+  if (capacity) *capacity = k;
   return admit_top_k(batch, std::min(k, room_in_table(static_cast<int64_t>(batch.size()), table)));
 }
 

@@ -34,9 +34,10 @@ std::vector<int64_t> admit_top_k(std::span<const RequestDraft> batch, int64_t ca
 
 // K from two_steps_back, clamped to max_tokens - R of this batch, then admit_top_k. Without history
 // (the first two steps of a run) it falls back to schedule_sync, which is lossless on its own.
+// capacity (optional, out): the K found, before the clamp; untouched without history.
 std::vector<int64_t> schedule_async(std::span<const RequestDraft> batch,
                                     std::optional<std::span<const RequestDraft>> two_steps_back,
-                                    const SpsTable& table);
+                                    const SpsTable& table, int64_t* capacity = nullptr);
 
 // Whether drafting pays at all, judged on an old batch (the one two steps back): the best
 // Theta over K with the drafting cost in the table (with_drafting, at that batch's R) against

@@ -24,7 +24,8 @@ std::vector<int64_t> schedule_lengths(ScheduleKind kind, std::span<const Request
     case ScheduleKind::kFixed: return schedule_fixed(batch);
     case ScheduleKind::kThreshold: return schedule_threshold(batch, context.threshold);
     case ScheduleKind::kDsparkSync: return schedule_sync(batch, table_for(kind, context));
-    case ScheduleKind::kDsparkAsync: return schedule_async(batch, context.two_steps_back, table_for(kind, context));
+    case ScheduleKind::kDsparkAsync:
+      return schedule_async(batch, context.two_steps_back, table_for(kind, context), context.capacity);
     case ScheduleKind::kRetrospective: return schedule_retrospective(batch, table_for(kind, context));
   }
   DSPARK_ASSERT(false);

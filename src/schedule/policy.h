@@ -19,6 +19,7 @@ struct ScheduleContext {
   // nullopt before there is one, and then dspark-async runs Algorithm 1 instead.
   std::optional<std::span<const RequestDraft>> two_steps_back;
   double threshold = 0.5;  // `threshold`: verify the leading slots with a_j >= threshold, in [0, 1]
+  int64_t* capacity = nullptr;  // out, optional: dspark-async's capacity K (schedule_async)
 };
 
 // [n_requests] l_r, each in 0..n_verifiable(batch[r]). Throws dspark::Error on a bad batch, a bad

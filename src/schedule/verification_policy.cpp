@@ -81,18 +81,6 @@ std::vector<RequestDraft> VerificationPolicy::scheduler_view(const std::vector<P
   return batch;
 }
 
-VerificationPolicy::StepEstimate VerificationPolicy::estimate(const ScheduleContext& context,
-                                                             const std::vector<int64_t>& lengths) const {
-  StepEstimate e;
-  if (!context.sps) return e;
-  if (kind_ == ScheduleKind::kDsparkAsync && context.two_steps_back)
-    e.capacity = capacity_global_search(*context.two_steps_back, *context.sps);
-  int64_t tokens = 0;
-  for (int64_t l : lengths) tokens += 1 + l;
-  if (context.sps->covers(tokens)) e.sps = context.sps->sps(tokens);
-  return e;
-}
-
 void VerificationPolicy::note_step_without_drafts(int64_t n_requests) {
   if (!needs_sps_table(kind_) || n_requests == 0) return;
   const SpsTable& table = sps_table(0);
@@ -108,8 +96,15 @@ std::vector<int64_t> VerificationPolicy::choose_lengths(const std::vector<Propos
     context.threshold = threshold_;
     context.two_steps_back = history_.two_steps_back();
     if (needs_sps_table(kind_)) context.sps = &sps_table(static_cast<int64_t>(blocks.size()));
+    StepEstimate estimate;  // K stays -1 unless dspark-async reports the one it used
+    context.capacity = &estimate.capacity;
     lengths = schedule_lengths(kind_, batch, context);
-    last_estimate_ = estimate(context, lengths);
+    if (context.sps) {
+      int64_t tokens = 0;
+      for (int64_t l : lengths) tokens += 1 + l;
+      if (context.sps->covers(tokens)) estimate.sps = context.sps->sps(tokens);
+    }
+    last_estimate_ = estimate;
   }
   history_.push(std::move(batch));
   old_batch_pays_.reset();

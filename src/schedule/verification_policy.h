@@ -28,8 +28,6 @@
 
 namespace dspark::schedule {
 
-struct ScheduleContext;
-
 // The SPS table of a step in which n_requests requests draft (0: a step without drafting).
 using SpsSource = std::function<SpsTable(int64_t n_requests)>;
 
@@ -80,7 +78,6 @@ class VerificationPolicy {
  private:
   std::vector<RequestDraft> scheduler_view(const std::vector<ProposedBlock>& blocks) const;
   Drafting gate();
-  StepEstimate estimate(const ScheduleContext& context, const std::vector<int64_t>& lengths) const;
 
   ScheduleKind kind_;
   double threshold_;

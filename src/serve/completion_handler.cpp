@@ -33,11 +33,11 @@ std::vector<int64_t> prompt_ids(const Backend& b, const CompletionRequest& r) {
 }
 
 sampling::SamplingParams sampling_params(const model::GenerationConfig& g, const CompletionRequest& r) {
-  sampling::SamplingParams p;
-  p.temperature = r.temperature.value_or(g.do_sample ? g.temperature : 0.0);
-  p.top_k = r.top_k.value_or(g.do_sample ? g.top_k : 0);
-  p.top_p = r.top_p.value_or(g.do_sample ? g.top_p : 1.0);
-  p.min_p = r.min_p.value_or(g.do_sample ? g.min_p : 0.0);
+  sampling::SamplingParams p = engine::sampling_defaults(g);
+  p.temperature = r.temperature.value_or(p.temperature);
+  p.top_k = r.top_k.value_or(p.top_k);
+  p.top_p = r.top_p.value_or(p.top_p);
+  p.min_p = r.min_p.value_or(p.min_p);
   // Without a seed each request draws a fresh one (as OpenAI and vLLM do).
   static std::atomic<uint64_t> counter{std::random_device{}()};
   p.seed = r.seed.value_or(counter.fetch_add(0x9E3779B97F4A7C15ULL));
@@ -169,8 +169,8 @@ struct Stream {
       if (std::string text = texts[i].push(u.tokens); !text.empty())
         if (!send(sink, deltas[i].event(text))) return false;
     if (!u.outcome) return true;
-    const engine::RequestOutcome& o = *u.outcome;
-    choices.outcomes[i] = o;
+    choices.outcomes[i] = std::move(u.outcome);
+    const engine::RequestOutcome& o = *choices.outcomes[i];
     if (o.finish_reason == "error" || o.finish_reason == "cancelled") return fail(sink, o);
     if (std::string rest = texts[i].finish(o.text); !rest.empty())
       if (!send(sink, deltas[i].event(rest))) return false;

@@ -46,7 +46,7 @@ void RequestChannel::finish(engine::RequestOutcome outcome) {
 
 EngineService::EngineService(model::Transformer& target, draft::Drafter* drafter, engine::EngineOptions options,
                              int64_t max_queue, ServerMetrics& metrics)
-    : engine_(target, drafter, std::move(options)), limits_(engine_.limits()), max_queue_(max_queue), metrics_(metrics) {
+    : engine_(target, drafter, std::move(options)), max_queue_(max_queue), metrics_(metrics) {
   // OpenMP's thread count is per thread: a new thread starts from the runtime's default, not from
   // what --threads set on the main thread, so the engine thread sets it again.
   const int threads = model::num_threads();
@@ -66,7 +66,7 @@ EngineService::~EngineService() {
 }
 
 std::shared_ptr<RequestChannel> EngineService::submit(engine::EngineRequest request, std::string label) {
-  engine::check_request(request, limits_);
+  engine::check_request(request, limits());
   auto channel = std::make_shared<RequestChannel>();
   {
     std::lock_guard lock(mutex_);

@@ -81,7 +81,8 @@ class EngineService {
   // waiting (QueueFull) or the service drains (ShuttingDown), and queues it. `label` names it in
   // the metrics' recent requests (the response id).
   std::shared_ptr<RequestChannel> submit(engine::EngineRequest request, std::string label = "");
-  const engine::RequestLimits& limits() const { return limits_; }
+  // Fixed when the engine was built, so any thread may read them.
+  const engine::RequestLimits& limits() const { return engine_.limits(); }
 
   // SIGTERM: refuse new requests, let the running and waiting ones finish for up to `timeout`,
   // cancel the rest, stop the thread. Returns the number of requests it had to cancel.
@@ -105,7 +106,6 @@ class EngineService {
   void publish_state();
 
   engine::Engine engine_;
-  engine::RequestLimits limits_;
   int64_t max_queue_;
   ServerMetrics& metrics_;
 

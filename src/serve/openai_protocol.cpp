@@ -4,7 +4,6 @@
 #include <functional>
 #include <limits>
 #include <map>
-#include <set>
 
 namespace dspark::serve {
 
@@ -138,25 +137,28 @@ void template_kwargs(const json& v, CompletionRequest& r) {
   }
 }
 
-// Known parameters we do not implement: accepted only at the value that means "off".
-bool is_unimplemented(const std::string& key) {
-  static const std::set<std::string> keys = {"frequency_penalty", "presence_penalty", "repetition_penalty", "logprobs",
-                                             "echo", "parallel_tool_calls", "logit_bias", "min_tokens",
-                                             "skip_special_tokens", "user", "response_format"};
-  return keys.count(key) > 0;
-}
+// Known parameters we do not implement, each with the test of the values that mean "off" (null
+// always does): they are accepted only at those.
+using NeutralTest = bool (*)(const json&);
 
-bool is_neutral(const std::string& key, const json& v) {
-  if (v.is_null()) return true;
-  if (key == "frequency_penalty" || key == "presence_penalty") return v.is_number() && v.get<double>() == 0.0;
-  if (key == "repetition_penalty") return v.is_number() && v.get<double>() == 1.0;
-  if (key == "logprobs" || key == "echo" || key == "parallel_tool_calls") return v.is_boolean() && !v.get<bool>();
-  if (key == "logit_bias") return v.is_object() && v.empty();
-  if (key == "min_tokens") return v.is_number_integer() && v.get<int64_t>() == 0;
-  if (key == "skip_special_tokens") return v.is_boolean();
-  if (key == "user") return v.is_string();
-  if (key == "response_format") return v.is_object() && v.value("type", json()) == "text";
-  return false;
+const std::map<std::string, NeutralTest>& unimplemented() {
+  static const NeutralTest zero = [](const json& v) { return v.is_number() && v.get<double>() == 0.0; };
+  static const NeutralTest one = [](const json& v) { return v.is_number() && v.get<double>() == 1.0; };
+  static const NeutralTest is_false = [](const json& v) { return v.is_boolean() && !v.get<bool>(); };
+  static const std::map<std::string, NeutralTest> table = {
+      {"frequency_penalty", zero},
+      {"presence_penalty", zero},
+      {"repetition_penalty", one},
+      {"logprobs", is_false},
+      {"echo", is_false},
+      {"parallel_tool_calls", is_false},
+      {"logit_bias", [](const json& v) { return v.is_object() && v.empty(); }},
+      {"min_tokens", [](const json& v) { return v.is_number_integer() && v.get<int64_t>() == 0; }},
+      {"skip_special_tokens", [](const json& v) { return v.is_boolean(); }},
+      {"user", [](const json& v) { return v.is_string(); }},
+      {"response_format", [](const json& v) { return v.is_object() && v.value("type", json()) == "text"; }},
+  };
+  return table;
 }
 
 using Setter = std::function<void(const json&, CompletionRequest&)>;
@@ -234,9 +236,9 @@ CompletionRequest parse_completion_request(const std::string& body, Endpoint end
       template_kwargs(value, r);
     } else if (auto it = setters().find(key); it != setters().end()) {
       it->second(value, r);
-    } else if (!is_unimplemented(key)) {
+    } else if (auto neutral = unimplemented().find(key); neutral == unimplemented().end()) {
       bad(key, "unknown parameter '" + key + "'");
-    } else if (!is_neutral(key, value)) {
+    } else if (!value.is_null() && !neutral->second(value)) {
       bad(key, "'" + key + "' is not supported (only its default value is accepted)");
     }
   }
@@ -267,13 +269,10 @@ nlohmann::json timings_json(const engine::RequestStats& s) {
 }
 
 nlohmann::json metrics_json(const engine::RequestStats& s) {
-  std::vector<double> per_position;
-  for (int64_t accepted : s.num_accepted_tokens_per_pos)
-    per_position.push_back(s.num_drafts ? static_cast<double>(accepted) / static_cast<double>(s.num_drafts) : 0.0);
   return {{"speculative_decoding",
            {{"mean_acceptance_length", s.mean_acceptance_length()},
             {"draft_acceptance_rate", s.acceptance_rate()},
-            {"acceptance_per_position", per_position},
+            {"acceptance_per_position", s.accepted_per_draft()},
             {"num_spec_steps", s.num_steps},
             {"num_drafts", s.num_drafts},
             {"num_draft_tokens", s.num_draft_tokens},

@@ -214,9 +214,6 @@ std::string ServerMetrics::prometheus() const {
 nlohmann::json ServerMetrics::stats() const {
   std::lock_guard lock(mutex_);
   const Sample last_second = series_.empty() ? Sample{} : series_.back();
-  std::vector<double> acceptance_per_pos;
-  for (int64_t accepted : spec_.num_accepted_tokens_per_pos)
-    acceptance_per_pos.push_back(spec_.num_drafts ? static_cast<double>(accepted) / static_cast<double>(spec_.num_drafts) : 0.0);
   return {{"model", info_.model},
           {"drafter", info_.drafter.empty() ? nlohmann::json() : nlohmann::json(info_.drafter)},
           {"schedule", info_.schedule},
@@ -240,7 +237,7 @@ nlohmann::json ServerMetrics::stats() const {
             {"num_accepted_tokens", spec_.num_accepted_tokens},
             {"mean_acceptance_length", spec_.mean_acceptance_length()},
             {"accepted_per_pos", spec_.num_accepted_tokens_per_pos},
-            {"acceptance_per_pos", acceptance_per_pos}}},
+            {"acceptance_per_pos", spec_.accepted_per_draft()}}},
           {"series", series_},   // each Sample and Recent with its field names as keys
           {"recent", recent_}};
 }

@@ -16,6 +16,8 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "bench/http_stream.h"
+
 namespace dspark::test {
 
 class ServerProcess {
@@ -133,7 +135,7 @@ struct StreamResult {
 inline StreamResult stream_request(httplib::Client& client, const std::string& path, const nlohmann::json& body,
                                    size_t stop_after = 0) {
   StreamResult r;
-  std::string pending;
+  bench::SseParser sse;
   httplib::Request req;
   req.method = "POST";
   req.path = path;
@@ -144,13 +146,7 @@ inline StreamResult stream_request(httplib::Client& client, const std::string& p
     return true;
   };
   req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
-    pending.append(data, n);
-    size_t end;
-    while ((end = pending.find("\n\n")) != std::string::npos) {
-      const std::string event = pending.substr(0, end);
-      pending.erase(0, end + 2);
-      if (event.rfind("data: ", 0) != 0) continue;
-      const std::string payload = event.substr(6);
+    for (const std::string& payload : sse.feed(std::string_view(data, n))) {
       if (payload == "[DONE]") {
         r.done = true;
         continue;
