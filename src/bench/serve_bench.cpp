@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 
 #include "bench/median.h"
 #include "common/error.h"
@@ -41,6 +42,10 @@ ServePoint median_point(const std::vector<ServePoint>& runs) {
   m.mean_budget = med(&ServePoint::mean_budget);
   m.acceptance_length = med(&ServePoint::acceptance_length);
   m.draft_share = med(&ServePoint::draft_share);
+  m.cost_model_ratio = med(&ServePoint::cost_model_ratio);
+  m.cost_model_within_10 = med(&ServePoint::cost_model_within_10);
+  m.cost_model_steps = 0;
+  for (const ServePoint& r : runs) m.cost_model_steps += r.cost_model_steps;
   m.runs = static_cast<int64_t>(runs.size());
   return m;
 }
@@ -67,9 +72,14 @@ ServePoint run_serve_point(model::Transformer& target, draft::Drafter* drafter, 
   ServePoint point;
   point.schedule = schedule::schedule_kind_name(kind);
   point.concurrency = concurrency;
-  std::vector<double> user_tps;
+  std::vector<double> user_tps, cost_ratios;
   while (!engine.idle()) {
-    for (const engine::RequestOutcome& done : engine.step()) {
+    const std::vector<engine::RequestOutcome> finished = engine.step();
+    const engine::StepTiming& timing = engine.last_step();
+    if (timing.prefill_tokens == 0 && timing.predicted_seconds > 0)
+      cost_ratios.push_back(timing.seconds / timing.predicted_seconds);
+    if (o.on_step) o.on_step(point.schedule, concurrency, timing);
+    for (const engine::RequestOutcome& done : finished) {
       const int64_t n = done.stats.generated_tokens;
       point.output_tokens += n;
       if (done.stats.seconds > 0 && n > 0) user_tps.push_back(static_cast<double>(n) / done.stats.seconds);
@@ -89,6 +99,14 @@ ServePoint run_serve_point(model::Transformer& target, draft::Drafter* drafter, 
   point.mean_budget = engine.stats().mean_budget();
   point.acceptance_length = engine.stats().acceptance_length();
   point.draft_share = engine.stats().draft_seconds / point.seconds;
+  point.cost_model_steps = static_cast<int64_t>(cost_ratios.size());
+  if (!cost_ratios.empty()) {
+    point.cost_model_ratio = median(cost_ratios);
+    point.cost_model_within_10 =
+        static_cast<double>(std::count_if(cost_ratios.begin(), cost_ratios.end(),
+                                          [](double r) { return std::abs(r - 1.0) <= 0.1; })) /
+        static_cast<double>(cost_ratios.size());
+  }
   return point;
 }
 

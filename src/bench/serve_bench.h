@@ -30,6 +30,8 @@ struct ServeOptions {
   double threshold = 0.5;           // `threshold` schedule
   sampling::SamplingParams sampling{.temperature = 1.0};
   std::vector<int64_t> stop_ids;
+  // Called after every engine step with the point's schedule and concurrency (the step log).
+  std::function<void(const std::string& schedule, int64_t concurrency, const engine::StepTiming&)> on_step;
 };
 
 struct ServePoint {
@@ -41,6 +43,11 @@ struct ServePoint {
   double mean_budget = 0;        // drafts verified per request-step
   double acceptance_length = 0;  // tokens committed per request-step
   double draft_share = 0;        // share of the wall time spent in drafting calls
+  // The schedules' cost model against the clock, over the decode steps (no prefill in them) that
+  // the profile covers: the median of measured / predicted step time, and the share of those
+  // steps within 10% of their prediction.
+  int64_t cost_model_steps = 0;
+  double cost_model_ratio = 0, cost_model_within_10 = 0;
   int64_t runs = 1;              // runs this point is the median of
 };
 

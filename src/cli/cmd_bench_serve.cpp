@@ -28,7 +28,7 @@ namespace fs = std::filesystem;
 
 struct BenchServeArgs {
   std::string target_dir, draft_dir, method, prompts, prompt_format = "turns", schedules = "none,mtp1,dspark-async";
-  std::string concurrency = "1,2,4,8,16,32,64", dtype = "bf16", sps_file, plot_dir, json_out;
+  std::string concurrency = "1,2,4,8,16,32,64", dtype = "bf16", sps_file, plot_dir, json_out, step_log;
   int64_t limit = 64;
   int64_t repeats = 3;
   bool json = false;
@@ -79,6 +79,23 @@ void run_bench_serve(const BenchServeArgs& a) {
   }
   const engine::StepCost cost =
       load_or_profile_step_cost(a.sps_file, target, drafter.get(), dir, a.draft_dir, a.dtype, max_c, o.gamma);
+  std::ofstream step_log;
+  if (!a.step_log.empty()) {
+    step_log.open(a.step_log);
+    if (!step_log) throw Error(a.step_log + ": cannot write");
+    o.on_step = [&step_log](const std::string& schedule, int64_t concurrency, const engine::StepTiming& t) {
+      step_log << nlohmann::json{{"schedule", schedule},
+                                 {"concurrency", concurrency},
+                                 {"drafting_requests", t.drafting_requests},
+                                 {"verify_tokens", t.verify_tokens},
+                                 {"prefill_tokens", t.prefill_tokens},
+                                 {"draft_seconds", t.draft_seconds},
+                                 {"seconds", t.seconds},
+                                 {"predicted_seconds", t.predicted_seconds}}
+                      .dump()
+               << "\n";
+    };
+  }
 
   const std::vector<bench::ServePoint> points =
       bench::run_serve_sweep(target, drafter.get(), cost, kinds, levels, prompts, o, a.repeats, [](const bench::ServePoint& p, int64_t rep) {
@@ -212,6 +229,8 @@ void register_bench_serve(CLI::App& bench) {
       cmd->add_option("--sps", a->sps_file, "step-cost profile from `dspark profile --out` (default: the cached one)"));
   in_process_only.push_back(
       cmd->add_option("--dtype", a->dtype, "weight dtype in memory: bf16 or f32")->capture_default_str());
+  in_process_only.push_back(cmd->add_option(
+      "--step-log", a->step_log, "write every engine step's measured and predicted time here (JSON lines)"));
   add_url_options(cmd, *a, in_process_only);
   cmd->add_option("--plot-dir", a->plot_dir,
                   "write serve_throughput.svg and serve_budget.svg here (with --url also serve_latency.svg)");

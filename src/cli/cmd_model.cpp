@@ -47,8 +47,7 @@ void run_init_drafter(const InitDrafterArgs& args) {
   options.n_layers = args.layers;
   options.block_size = args.block_size;
   options.markov_rank = args.markov_rank;
-  if (args.markov_head == "rnn") options.markov_head = draft::MarkovHead::kRnn;
-  else if (args.markov_head != "vanilla") throw Error("--markov-head: expected vanilla or rnn");
+  options.markov_head = draft::parse_markov_head(args.markov_head);
   options.mask_token_id = args.mask_token_id;
   const std::filesystem::path tokenizer_file = std::filesystem::path(args.target_dir) / "tokenizer.json";
   if (options.mask_token_id < 0 && std::filesystem::exists(tokenizer_file))

@@ -13,7 +13,7 @@ namespace dspark::cli {
 void register_train_drafter(CLI::App& train) {
   auto o = std::make_shared<train::DrafterTrainOptions>();
   struct Flags {
-    std::string target, method = "dspark";
+    std::string target, method = "dspark", markov_head = "vanilla";
     bool no_resume = false;
   };
   auto f = std::make_shared<Flags>();
@@ -25,6 +25,7 @@ void register_train_drafter(CLI::App& train) {
   cmd->add_option("--layers", o->init.n_layers, "draft layers (default: EAGLE-3 1; DSpark / DFlash 5 on targets of 24+ layers, else 2)");
   cmd->add_option("--block-size", o->init.block_size, "slots per block (gamma); EAGLE-3: training-time-test steps")->capture_default_str();
   cmd->add_option("--markov-rank", o->init.markov_rank, "DSpark Markov head rank (default: min(256, hidden / 8))");
+  cmd->add_option("--markov-head", f->markov_head, "DSpark Markov head: vanilla | rnn")->capture_default_str();
   cmd->add_option("--init-seed", o->init.seed, "seed of the initial weights")->capture_default_str();
   cmd->add_option("--epochs", o->epochs, "passes over the training conversations")->capture_default_str();
   cmd->add_option("--max-steps", o->max_steps, "stop after this many steps (schedule unchanged; 0: run to the end)");
@@ -38,10 +39,13 @@ void register_train_drafter(CLI::App& train) {
   cmd->add_option("--valid-sequences", o->valid_sequences, "held-out conversations per validation")->capture_default_str();
   cmd->add_option("--save-every", o->save_every, "steps between checkpoints")->capture_default_str();
   cmd->add_option("--eval-every", o->eval_every, "steps between validations")->capture_default_str();
+  cmd->add_flag("--bf16-autocast", o->bf16_autocast,
+                "matrix products in bf16 (CPU autocast); weights, optimizer and losses stay f32");
   cmd->add_flag("--no-resume", f->no_resume, "start afresh even if --out holds checkpoints");
   cmd->callback([o, f] {
     o->target_dir = f->target.empty() ? default_model_dir() : f->target;
     o->init.method = draft::parse_method(f->method);
+    o->init.markov_head = draft::parse_markov_head(f->markov_head);
     o->resume = !f->no_resume;
     const train::DrafterTrainResult r = train::train_drafter(*o);
     nlohmann::json summary{{"steps", r.steps},         {"seconds", r.seconds},

@@ -30,6 +30,8 @@ void register_train_target(CLI::App& train) {
   cmd->add_option("--save-every", o->save_every, "steps between checkpoints")->capture_default_str();
   cmd->add_option("--eval-every", o->eval_every, "steps between validations")->capture_default_str();
   cmd->add_option("--eval-windows", o->eval_windows, "validation windows per domain")->capture_default_str();
+  cmd->add_flag("--bf16-autocast", o->bf16_autocast,
+                "matrix products in bf16 (CPU autocast); weights, optimizer and loss stay f32");
   cmd->add_flag("--no-resume", *no_resume, "start afresh even if --out holds checkpoints");
   cmd->callback([o, no_resume] {
     o->resume = !*no_resume;

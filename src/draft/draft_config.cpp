@@ -25,6 +25,12 @@ DraftMethod parse_method(const std::string& name) {
   throw Error("unknown drafter method '" + name + "' (expected dspark, dflash or eagle3)");
 }
 
+MarkovHead parse_markov_head(const std::string& name) {
+  if (name == "vanilla") return MarkovHead::kVanilla;
+  if (name == "rnn") return MarkovHead::kRnn;
+  throw Error("unknown Markov head '" + name + "' (expected vanilla or rnn)");
+}
+
 namespace {
 
 [[noreturn]] void fail(const std::string& source, const std::string& what) { throw Error(source + ": " + what); }

@@ -17,6 +17,7 @@ std::string method_name(DraftMethod method);  // "dspark" | "dflash" | "eagle3"
 DraftMethod parse_method(const std::string& name);  // throws dspark::Error
 
 enum class MarkovHead { kNone, kVanilla, kRnn };
+MarkovHead parse_markov_head(const std::string& name);  // "vanilla" | "rnn"; throws dspark::Error
 
 struct DraftConfig {
   DraftMethod method = DraftMethod::kDSpark;

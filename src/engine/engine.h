@@ -56,6 +56,20 @@ struct EngineStats {
   double acceptance_length() const { return decode_request_steps ? double(committed) / double(decode_request_steps) : 0.0; }
 };
 
+// One step's measured time against what the step-cost profile predicts for it: the cost model the
+// dspark schedules plan with says a step of R drafting requests and B target tokens takes
+// draft(R) + verify(B) (engine/step_cost.h). Comparing the two, step by step, shows where the plan
+// and the real step part ways.
+struct StepTiming {
+  int64_t drafting_requests = 0;  // R: requests in the drafting call (0: the step drafted nothing)
+  int64_t verify_tokens = 0;      // anchors plus verified drafts
+  int64_t prefill_tokens = 0;     // prompt tokens prefilled in the same forward
+  double draft_seconds = 0;       // the gate and the drafting call
+  double seconds = 0;             // the whole step, admission to release
+  double predicted_seconds = 0;   // draft(R) + verify(verify + prefill tokens); 0 without a profile
+                                  // or past its range
+};
+
 class Engine {
  public:
   // drafter may be null (every request then decodes autoregressively); it needs max_concurrency
@@ -77,6 +91,7 @@ class Engine {
   std::vector<RequestOutcome> run();
 
   const EngineStats& stats() const { return stats_; }
+  const StepTiming& last_step() const { return last_step_; }
   const schedule::VerificationPolicy& policy() const { return policy_; }
   // Committed positions over all KV slots' positions, in [0, 1] (vLLM's kv_cache_usage_perc).
   double kv_cache_usage() const;
@@ -121,6 +136,7 @@ class Engine {
   void finish(Active& a, const std::string& reason);
   int64_t gamma_of(const Active& a) const;
   double since_submit(const Active& a) const;
+  double predicted_step_seconds(int64_t drafting_requests, int64_t n_tokens) const;
 
   model::Transformer& target_;
   draft::Drafter* drafter_;
@@ -133,6 +149,7 @@ class Engine {
   std::vector<Active> active_;
   int64_t next_id_ = 0;
   EngineStats stats_;
+  StepTiming last_step_;
 };
 
 }  // namespace dspark::engine

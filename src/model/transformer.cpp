@@ -540,7 +540,7 @@ void Transformer::set_requires_grad(bool requires_grad) {
   for (auto& [name, tensor] : named_parameters()) tensor.requires_grad_(requires_grad);
 }
 
-void Transformer::save(const std::string& dir, WeightDType dtype) const {
+void Transformer::save(const std::string& dir, WeightDType dtype, size_t max_shard_bytes) const {
   const ModelConfig& c = config_;
   const int64_t q_dim = c.n_heads * c.head_dim, kv_dim = c.n_kv_heads * c.head_dim;
   std::vector<std::pair<std::string, torch::Tensor>> tensors;  // HF names, fused tensors split
@@ -566,12 +566,17 @@ void Transformer::save(const std::string& dir, WeightDType dtype) const {
   }
   std::filesystem::create_directories(dir);
   std::vector<TensorToWrite> to_write;
+  size_t total_bytes = 0;
   for (const auto& [name, t] : tensors) {
     std::vector<int64_t> shape(t.sizes().begin(), t.sizes().end());
     to_write.push_back({name, t.scalar_type() == torch::kBFloat16 ? DType::kBF16 : DType::kF32, shape, t.data_ptr(),
                         static_cast<size_t>(t.numel() * t.element_size())});
+    total_bytes += to_write.back().n_bytes;
   }
-  write_safetensors((std::filesystem::path(dir) / "model.safetensors").string(), to_write);
+  if (max_shard_bytes > 0 && total_bytes > max_shard_bytes)
+    write_sharded_safetensors(dir, to_write, max_shard_bytes);
+  else
+    write_safetensors((std::filesystem::path(dir) / "model.safetensors").string(), to_write);
   nlohmann::json json = c.to_json();
   json["torch_dtype"] = dtype == WeightDType::kBF16 ? "bfloat16" : "float32";
   write_json_file(std::filesystem::path(dir) / "config.json", json);

@@ -105,8 +105,10 @@ class Transformer {
   // checkpoint names, except the fused "...self_attn.qkv_proj.weight" and "...mlp.gate_up_proj.weight".
   std::vector<std::pair<std::string, torch::Tensor>> named_parameters() const;
   void set_requires_grad(bool requires_grad);
-  // Writes config.json and model.safetensors (Hugging Face names, fused tensors split) in `dtype`.
-  void save(const std::string& dir, WeightDType dtype) const;
+  // Writes config.json and model.safetensors (Hugging Face names, fused tensors split) in `dtype`;
+  // with max_shard_bytes > 0 and more weight bytes than that, Hugging Face's sharded layout instead
+  // (model-0000i-of-0000n.safetensors + model.safetensors.index.json).
+  void save(const std::string& dir, WeightDType dtype, size_t max_shard_bytes = 0) const;
 
   KvCache make_cache(int64_t n_slots, int64_t capacity) const;
 

@@ -12,6 +12,7 @@
 #include "common/progress.h"
 #include "train/adamw.h"
 #include "train/anchors.h"
+#include "train/bf16_autocast.h"
 #include "train/checkpoint.h"
 #include "train/dspark_loss.h"
 #include "train/drafter_train_model.h"
@@ -88,7 +89,8 @@ struct SequenceLoss {
 // first (no grad): its features feed the drafter and its final hidden states give p_t through the
 // LM head at the labels' preceding positions.
 SequenceLoss sequence_loss(const DrafterTrainModel& drafter, const model::Transformer& target, const RegeneratedSample& s,
-                         const Blocks& blocks, const DSparkLossWeights& weights, double weight_total) {
+                         const Blocks& blocks, const DSparkLossWeights& weights, double weight_total,
+                         bool bf16_autocast = false) {
   const int64_t S = static_cast<int64_t>(s.input_ids.size()), B = drafter.slots();
   const int64_t n = static_cast<int64_t>(blocks.anchors.size());
   const torch::Device device = target.device();
@@ -100,13 +102,18 @@ SequenceLoss sequence_loss(const DrafterTrainModel& drafter, const model::Transf
       label_pos[b * B + k] = std::min(blocks.anchors[b] + k, S - 2);  // p_t for the token after it
       label_ids[b * B + k] = s.input_ids[std::min(blocks.anchors[b] + k + 1, S - 1)];
     }
+  DrafterTrainModel::Output z;
   {
-    torch::NoGradGuard no_grad;
-    const model::ForwardOutput out = target.forward_sequences(ids.unsqueeze(0), drafter.config().target_layer_ids);
-    features = torch::cat(out.layer_hidden, -1)[0];  // [S, m d]
-    target_logits = target.lm_head(out.final_hidden[0].index_select(0, torch::tensor(label_pos).to(device))).view({n, B, -1});
+    const Bf16Autocast autocast(bf16_autocast);  // the matrix products; the losses below are f32
+    {
+      torch::NoGradGuard no_grad;
+      const model::ForwardOutput out = target.forward_sequences(ids.unsqueeze(0), drafter.config().target_layer_ids);
+      features = torch::cat(out.layer_hidden, -1)[0];  // [S, m d]
+      target_logits = target.lm_head(out.final_hidden[0].index_select(0, torch::tensor(label_pos).to(device))).view({n, B, -1});
+    }
+    z = drafter.forward(features, ids, blocks.anchors);
   }
-  const DrafterTrainModel::Output z = drafter.forward(features, ids, blocks.anchors);
+  if (z.confidence_logits.defined()) z.confidence_logits = z.confidence_logits.to(torch::kFloat32);
   if (drafter.config().method == draft::DraftMethod::kEagle3) {
     const Eagle3Loss l = eagle3_loss(z.logits, target_logits, blocks.valid.to(device), kEagle3StepDecay, weight_total);
     return {l.total, l.soft_ce, 0.0, 0.0, l.c_star};
@@ -157,10 +164,13 @@ std::string format_validation(const DrafterValidation& v) {
 }
 
 json fingerprint(const DrafterTrainOptions& o, const draft::DraftConfig& config, int64_t n_train) {
-  return {{"drafter", config.to_json()}, {"epochs", o.epochs},       {"batch_size", o.batch_size},
+  json j = {{"drafter", config.to_json()}, {"epochs", o.epochs},       {"batch_size", o.batch_size},
           {"max_anchors", o.max_anchors}, {"peak_lr", o.peak_lr},    {"warmup_ratio", o.warmup_ratio},
           {"grad_clip", o.grad_clip},     {"seed", o.seed},          {"init_seed", o.init.seed},
           {"train_sequences", n_train},   {"min_loss_tokens", o.min_loss_tokens}};
+  // Absent when off, so that checkpoints written before the option existed still resume.
+  if (o.bf16_autocast) j["bf16_autocast"] = true;
+  return j;
 }
 
 }  // namespace
@@ -232,7 +242,7 @@ DrafterTrainResult train_drafter(const DrafterTrainOptions& o) {
       for (size_t j = 0; j < batch.size(); ++j) {
         if (blocks[j].anchors.empty()) continue;
         const RegeneratedSample& s = data.train[batch[j]];
-        const SequenceLoss l = sequence_loss(drafter, target, s, blocks[j], weights, weight_total);
+        const SequenceLoss l = sequence_loss(drafter, target, s, blocks[j], weights, weight_total, o.bf16_autocast);
         l.total.backward();
         loss += l.total.item<double>(), ce += l.ce, l1 += l.l1, conf += l.conf;
         metrics.add(l.c_star, blocks[j].valid);

@@ -41,6 +41,7 @@ struct DrafterTrainOptions {
   int64_t eval_every = 100;
   int64_t keep_checkpoints = 2;
   bool resume = true;
+  bool bf16_autocast = false;        // matrix products in bf16 (train/bf16_autocast.h)
 };
 
 struct DrafterValidation {

@@ -15,6 +15,7 @@
 #include "model/transformer.h"
 #include "tokenizer/tokenizer.h"
 #include "train/adamw.h"
+#include "train/bf16_autocast.h"
 #include "train/checkpoint.h"
 #include "train/token_dataset.h"
 
@@ -27,9 +28,13 @@ namespace {
 
 // The options a resumed run must share with the run that wrote the checkpoint.
 json schedule_fingerprint(const TargetTrainOptions& o, int64_t n_windows) {
-  return {{"seq_len", o.seq_len}, {"batch_size", o.batch_size}, {"epochs", o.epochs},   {"peak_lr", o.peak_lr},
-          {"min_lr", o.min_lr},   {"warmup_steps", o.warmup_steps}, {"weight_decay", o.weight_decay},
-          {"grad_clip", o.grad_clip}, {"seed", o.seed}, {"train_windows", n_windows}};
+  json fingerprint = {{"seq_len", o.seq_len}, {"batch_size", o.batch_size}, {"epochs", o.epochs},
+                      {"peak_lr", o.peak_lr}, {"min_lr", o.min_lr}, {"warmup_steps", o.warmup_steps},
+                      {"weight_decay", o.weight_decay}, {"grad_clip", o.grad_clip}, {"seed", o.seed},
+                      {"train_windows", n_windows}};
+  // Absent when off, so that checkpoints written before the option existed still resume.
+  if (o.bf16_autocast) fingerprint["bf16_autocast"] = true;
+  return fingerprint;
 }
 
 // Next-token loss summed over trained targets, and their count. The LM head runs on the trained
@@ -41,7 +46,8 @@ std::pair<torch::Tensor, int64_t> summed_loss(const model::Transformer& m, const
   torch::Tensor rows = (targets != kIgnoreTarget).nonzero().squeeze(1);
   const int64_t count = rows.size(0);
   if (count == 0) return {torch::zeros({}, hidden.options()), 0};
-  torch::Tensor logits = m.lm_head(hidden.reshape({-1, hidden.size(-1)}).index_select(0, rows));  // [count, vocab]
+  torch::Tensor logits = m.lm_head(hidden.reshape({-1, hidden.size(-1)}).index_select(0, rows))
+                            .to(torch::kFloat);  // [count, vocab]; the softmax in f32 under autocast too
   torch::Tensor loss = torch::nn::functional::cross_entropy(
       logits, targets.index_select(0, rows), torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
   return {loss, count};
@@ -79,10 +85,13 @@ std::string format_losses(const std::map<std::string, double>& losses) {
   return s;
 }
 
+// Shards of the exported model stay under the 100 MB per-file limit of common git hosts.
+constexpr size_t kExportShardBytes = size_t{64} << 20;
+
 void export_final_model(const model::Transformer& m, const TargetTrainOptions& o, const fs::path& dir) {
   const fs::path tmp = dir.string() + ".tmp";
   fs::remove_all(tmp);
-  m.save(tmp.string(), model::WeightDType::kBF16);
+  m.save(tmp.string(), model::WeightDType::kBF16, kExportShardBytes);
   for (const char* file : {"tokenizer.json", "tokenizer_config.json"})
     if (fs::exists(o.tokenizer_dir / file)) fs::copy_file(o.tokenizer_dir / file, tmp / file);
   model::GenerationConfig generation;
@@ -159,7 +168,10 @@ TargetTrainResult train_target(const TargetTrainOptions& o) {
   double loss_ema = NAN;
   for (int64_t step = start_step; step < end_step; ++step) {
     const TokenBatch batch = make_batch(corpus.train, schedule.windows_of_step(step, o.batch_size), o.seq_len);
-    auto [loss_sum, count] = summed_loss(m, batch);
+    auto [loss_sum, count] = [&] {
+      Bf16Autocast autocast(o.bf16_autocast);
+      return summed_loss(m, batch);
+    }();
     double loss = NAN, grad_norm = 0;
     const double lr = warmup_cosine_lr(step, o.warmup_steps, total_steps, o.peak_lr, o.min_lr);
     if (count > 0) {
@@ -176,7 +188,10 @@ TargetTrainResult train_target(const TargetTrainOptions& o) {
     std::snprintf(fields, sizeof fields, "loss %.4f (avg %.4f) lr %.2e", loss, loss_ema, lr);
     progress.update(step + 1, fields, tokens_seen);
     if ((step + 1) % 10 == 0 || step + 1 == end_step)
-      log << json{{"step", step + 1}, {"loss", loss}, {"lr", lr}, {"grad_norm", grad_norm}}.dump() << std::endl;
+      log << json{{"step", step + 1}, {"loss", loss}, {"lr", lr}, {"grad_norm", grad_norm},
+                  {"seconds", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()}}
+                 .dump()
+          << std::endl;
 
     std::map<std::string, double> valid;
     const bool last = step + 1 == end_step;

@@ -37,6 +37,9 @@ struct TargetTrainOptions {
   int64_t eval_windows = 16;   // validation windows per domain
   int64_t keep_checkpoints = 2;
   bool resume = true;          // continue from the newest checkpoint in out_dir if there is one
+  // Run the matrix products of forward and backward in bf16 (CPU autocast); weights, optimizer
+  // state, norms and the loss stay f32. Pays where the CPU has bf16 dot products (AVX512-BF16, AMX).
+  bool bf16_autocast = false;
 };
 
 struct TargetTrainResult {

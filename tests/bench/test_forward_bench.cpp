@@ -18,7 +18,7 @@ namespace {
 namespace fs = std::filesystem;
 
 model::Transformer load_default() {
-  return model::Transformer::load((fs::path(DSPARK_SOURCE_DIR) / "models/default").string());
+  return model::Transformer::load((fs::path(DSPARK_SOURCE_DIR) / "models/tiny-target-8l").string());
 }
 
 // 2 contexts x (B = 1; B = 2 and 4 as one sequence and as a batch) = 10 points, 1 warm-up and

@@ -42,7 +42,7 @@ TEST(ServeBench, MedianPointTakesEachMetricsMedian) {
 // early): every request is served once, and the aggregate rate is tokens over wall time.
 TEST(ServeBench, PointServesEveryRequestOfTheClosedLoop) {
   torch::NoGradGuard no_grad;
-  model::Transformer target = model::Transformer::load((fs::path(DSPARK_SOURCE_DIR) / "models/default").string());
+  model::Transformer target = model::Transformer::load((fs::path(DSPARK_SOURCE_DIR) / "models/tiny-target-8l").string());
   engine::StepCost cost;
   cost.verify_seconds.assign(16, 1.0);
   ServeOptions o;
@@ -58,6 +58,34 @@ TEST(ServeBench, PointServesEveryRequestOfTheClosedLoop) {
   EXPECT_EQ(p.mean_budget, 0);
   EXPECT_EQ(p.acceptance_length, 1.0);
   EXPECT_EQ(p.draft_share, 0.0);  // no drafter
+  // The cost model: a profile of 1 s per step against real steps of about a millisecond.
+  EXPECT_GT(p.cost_model_steps, 0);
+  EXPECT_LT(p.cost_model_ratio, 0.1);
+  EXPECT_EQ(p.cost_model_within_10, 0.0);
+}
+
+// The step log sees every step of the point, with the point's schedule and concurrency; the
+// decode steps it sees are the ones the cost-model summary counts.
+TEST(ServeBench, StepLogSeesEveryStep) {
+  torch::NoGradGuard no_grad;
+  model::Transformer target = model::Transformer::load((fs::path(DSPARK_SOURCE_DIR) / "models/tiny-target-8l").string());
+  engine::StepCost cost;
+  cost.verify_seconds.assign(16, 1e-3);
+  ServeOptions o;
+  o.min_requests = 3;
+  o.max_tokens = 5;
+  int64_t steps = 0, decode_steps = 0;
+  o.on_step = [&](const std::string& schedule, int64_t concurrency, const engine::StepTiming& t) {
+    EXPECT_EQ(schedule, "none");
+    EXPECT_EQ(concurrency, 2);
+    EXPECT_DOUBLE_EQ(t.predicted_seconds, 1e-3);
+    ++steps;
+    decode_steps += t.prefill_tokens == 0;
+  };
+  const ServePoint p =
+      run_serve_point(target, nullptr, cost, schedule::ScheduleKind::kNone, 2, {{1, 2, 3}, {4, 5, 6, 7}}, o);
+  EXPECT_GE(steps, 5);  // at least the 5 tokens of the longest request
+  EXPECT_EQ(p.cost_model_steps, decode_steps);
 }
 
 }  // namespace

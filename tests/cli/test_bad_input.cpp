@@ -153,7 +153,7 @@ TEST(BadInput, NegativeTemperature) {
 // The shipped model was trained on 4096 positions: a request that would run past them is refused
 // before any work, naming both numbers.
 TEST(BadInput, RequestBeyondTheModelsContext) {
-  const std::string model = std::string(DSPARK_SOURCE_DIR) + "/models/default";
+  const std::string model = std::string(DSPARK_SOURCE_DIR) + "/models/tiny-target-8l";
   expect_one_line_error(run_dspark("generate --model " + model + " --prompt-ids 1,2 --max-tokens 5000 --ignore-eos"),
                         {"5002", "4096"});
   expect_one_line_error(run_dspark("generate --model " + model + " --prompt-ids 1,2 --max-tokens 200 --max-context 100"),

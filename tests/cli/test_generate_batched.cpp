@@ -22,7 +22,7 @@ TEST(GenerateBatched, ProfilesOnFirstUseWithAShortRequest) {
   setenv("DSPARK_CACHE", cache.path().c_str(), 1);
   const std::string source = DSPARK_SOURCE_DIR;
   const test::CommandResult r = test::run_dspark(
-      "--threads 1 generate --model " + source + "/models/default --draft " + source +
+      "--threads 1 generate --model " + source + "/models/tiny-target-8l --draft " + source +
       "/models/tiny-target-8l-dspark --prompt Hi --chat --max-tokens 8 --num-samples 2 --concurrency 2 "
       "--schedule dspark-async --temperature 0 --json");
   if (old) setenv("DSPARK_CACHE", saved.c_str(), 1); else unsetenv("DSPARK_CACHE");

@@ -19,7 +19,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using schedule::ScheduleKind;
-const fs::path kModel = fs::path(DSPARK_SOURCE_DIR) / "models/default";
+const fs::path kModel = fs::path(DSPARK_SOURCE_DIR) / "models/tiny-target-8l";
 const fs::path kDSpark = fs::path(DSPARK_SOURCE_DIR) / "models/tiny-target-8l-dspark";
 
 // A jagged step cost (a cliff every 8 tokens) so the schedulers pick varied lengths: verify(B)
@@ -264,6 +264,35 @@ TEST_P(BatchedMonteCarloLossless, FirstThreeTokensFollowTheTarget) {
 INSTANTIATE_TEST_SUITE_P(Schedules, BatchedMonteCarloLossless,
                          ::testing::Values(ScheduleKind::kDsparkSync, ScheduleKind::kDsparkAsync),
                          [](const auto& info) { return schedule::schedule_kind_name(info.param) == "dspark-sync" ? std::string("sync") : std::string("async"); });
+
+// Every step reports its shape (requests drafting, verify and prefill tokens), its measured time,
+// and the time the profile predicts for that shape, draft(R) + verify(B), the cost model the
+// dspark schedules plan with.
+TEST(Engine, LastStepReportsItsTimeAndThePredictedTime) {
+  torch::NoGradGuard no_grad;
+  Fixture f(16);
+  engine::Engine e = f.engine(4, ScheduleKind::kFixed);
+  for (int i = 0; i < 4; ++i) e.submit({f.prompts[i], {.temperature = 0}, 16, {}});
+  int64_t drafting_steps = 0, prefill_steps = 0;
+  while (!e.idle()) {
+    e.step();
+    const engine::StepTiming& t = e.last_step();
+    const int64_t tokens = t.verify_tokens + t.prefill_tokens;
+    ASSERT_GT(tokens, 0);
+    double expected = f.cost.verify_seconds[static_cast<size_t>(tokens - 1)];
+    if (t.drafting_requests > 0) expected += f.cost.draft_seconds[static_cast<size_t>(t.drafting_requests - 1)];
+    EXPECT_DOUBLE_EQ(t.predicted_seconds, expected);
+    EXPECT_GT(t.seconds, 0);
+    EXPECT_LE(t.draft_seconds, t.seconds);
+    if (t.drafting_requests > 0) {
+      ++drafting_steps;
+      EXPECT_GT(t.verify_tokens, t.drafting_requests);  // fixed: every request verifies its drafts
+    }
+    prefill_steps += t.prefill_tokens > 0;
+  }
+  EXPECT_GT(drafting_steps, 0);
+  EXPECT_GT(prefill_steps, 0);
+}
 
 TEST(StepCost, SpsTableAddsTheDraftingCostOfTheCurrentBatch) {
   engine::StepCost cost;

@@ -245,6 +245,27 @@ TEST(Checkpoint, ShardedLoadsLikeSingleFile) {
   EXPECT_TRUE(torch::equal(all_logits(single, ids), all_logits(sharded, ids)));
 }
 
+// save() with a shard limit writes Hugging Face's sharded layout, which loads back to the same
+// weights as the single file save() writes without one.
+TEST(Checkpoint, SaveShardsPastTheLimit) {
+  torch::NoGradGuard no_grad;
+  test::TempDir dir;
+  Transformer model = Transformer::load(fixture("tiny-qwen3-untied").string(), {WeightDType::kBF16});
+  model.save((dir / "single").string(), WeightDType::kBF16);
+  model.save((dir / "sharded").string(), WeightDType::kBF16, 100 * 1024);
+  ASSERT_TRUE(std::filesystem::exists(dir / "single" / "model.safetensors"));
+  ASSERT_TRUE(std::filesystem::exists(dir / "sharded" / "model.safetensors.index.json"));
+  ASSERT_FALSE(std::filesystem::exists(dir / "sharded" / "model.safetensors"));
+  int shards = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir / "sharded"))
+    shards += e.path().extension() == ".safetensors";
+  EXPECT_GE(shards, 5);  // about 770 kB of bf16 weights in shards of at most 100 kB (the largest alone)
+  Transformer single = Transformer::load((dir / "single").string(), {WeightDType::kF32});
+  Transformer sharded = Transformer::load((dir / "sharded").string(), {WeightDType::kF32});
+  const std::vector<int64_t> ids = iota_ids(9, 2, model.config().vocab_size);
+  EXPECT_TRUE(torch::equal(all_logits(single, ids), all_logits(sharded, ids)));
+}
+
 // The Llama path (no q/k norm, attention biases, llama3 RoPE scaling, untied head): a ragged step
 // equals the sequences run alone, and the fast and libtorch paths agree on a long prefill.
 TEST(Forward, LlamaArchitectureRaggedEqualsSingles) {

@@ -9,7 +9,7 @@ namespace dspark::serve {
 namespace {
 
 const tokenizer::Tokenizer& tok() {
-  static const tokenizer::Tokenizer t = tokenizer::Tokenizer::load(std::string(DSPARK_SOURCE_DIR) + "/models/default");
+  static const tokenizer::Tokenizer t = tokenizer::Tokenizer::load(std::string(DSPARK_SOURCE_DIR) + "/models/tiny-target-8l");
   return t;
 }
 

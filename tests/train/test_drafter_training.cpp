@@ -318,6 +318,43 @@ TEST(DrafterTrainer, ShortRunLowersTheLossAndRaisesAcceptance) {
   EXPECT_NO_THROW(draft::DSparkDrafter::load(full.final_dir.string(), target, {}));
 }
 
+// The RNN Markov head trains under the same protocol: the loss falls, the later slots gain, and
+// the export (with its joint projection) loads as an inference drafter.
+TEST(DrafterTrainer, RnnMarkovHeadShortRunLowersTheLoss) {
+  test::TempDir dir;
+  write_data(dir / "data.jsonl", 40);
+  train::DrafterTrainOptions o = options_for(dir, "run");
+  o.init.markov_head = draft::MarkovHead::kRnn;
+  o.max_steps = 1;
+  const train::DrafterTrainResult first = train::train_drafter(o);
+  o.max_steps = 0;
+  o.out_dir = dir / "run2";
+  const train::DrafterTrainResult full = train::train_drafter(o);
+  EXPECT_LT(full.valid.loss, 0.8 * first.valid.loss);
+  EXPECT_GT(full.valid.tau, first.valid.tau + 0.05);
+  const draft::DraftConfig config = draft::DraftConfig::load((full.final_dir / "config.json").string());
+  EXPECT_EQ(config.markov_head, draft::MarkovHead::kRnn);
+  model::Transformer target = model::Transformer::load(kTarget.string(), {model::WeightDType::kF32});
+  EXPECT_NO_THROW(draft::DSparkDrafter::load(full.final_dir.string(), target, {}));
+}
+
+// bf16 autocast (target features and drafter products in bf16, losses in f32) trains under the
+// same protocol, to a validation loss within 5% of the f32 run's.
+TEST(DrafterTrainer, Bf16AutocastShortRunTracksF32) {
+  test::TempDir dir;
+  write_data(dir / "data.jsonl", 40);
+  train::DrafterTrainOptions f32 = options_for(dir, "f32");
+  train::DrafterTrainOptions bf16 = options_for(dir, "bf16");
+  bf16.bf16_autocast = true;
+  const train::DrafterTrainResult a = train::train_drafter(f32);
+  const train::DrafterTrainResult b = train::train_drafter(bf16);
+  std::printf("validation loss: f32 %.4f, bf16 autocast %.4f; tau %.3f, %.3f\n", a.valid.loss, b.valid.loss,
+              a.valid.tau, b.valid.tau);
+  EXPECT_NEAR(b.valid.loss, a.valid.loss, 0.05 * a.valid.loss);
+  EXPECT_NEAR(b.valid.tau, a.valid.tau, 0.05 * a.valid.tau);
+  EXPECT_NE(a.valid.loss, b.valid.loss);  // the products did run in bf16
+}
+
 // The same protocol for EAGLE-3's training-time test: the loss falls and every step's acceptance
 // rises; the export loads as an inference drafter.
 TEST(DrafterTrainer, Eagle3ShortRunLowersTheLossAndRaisesAcceptance) {
