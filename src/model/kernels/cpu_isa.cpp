@@ -58,6 +58,8 @@ Isa best_isa() {
   return best;
 }
 
+bool detect_avx512_vnni() { return isa_available(Isa::kAvx512) && bit(cpuid(7, 0).ecx, 11); }
+
 Isa initial_isa() {
   const char* requested = std::getenv("DSPARK_ISA");
   if (requested == nullptr || *requested == '\0') return best_isa();
@@ -103,6 +105,11 @@ std::vector<Isa> available_isas() {
 }
 
 bool isa_available(Isa isa) { return isa <= best_isa(); }
+
+bool cpu_has_avx512_vnni() {
+  static const bool vnni = detect_avx512_vnni();
+  return vnni;
+}
 
 Isa current_isa() { return selected_isa().load(std::memory_order_relaxed); }
 

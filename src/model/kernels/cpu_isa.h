@@ -30,4 +30,8 @@ const char* isa_name();
 // Forces a level; throws dspark::Error when this CPU does not support it.
 void set_isa(Isa isa);
 
+// AVX512-VNNI (vpdpbusd, the quantized kernels' integer dot product), beside the levels: CPUs
+// have it with and without AVX512_BF16. Meaningful where the AVX-512 level is available.
+bool cpu_has_avx512_vnni();
+
 }  // namespace dspark::kernels

@@ -1,0 +1,96 @@
+// linear_quant with AVX512-VNNI: vpdpbusd multiplies the 64 unsigned weight bytes of a sub-group
+// (4 values of each of 16 rows) by 4 signed activation bytes broadcast to every lane and adds each
+// lane's 4 products into its int32, so every lane is one output row and no horizontal sums are
+// needed. Up to 8 rows of x share each weight load. See linear_quant_variants.h for the layout.
+#include <immintrin.h>
+
+#include "model/kernels/linear_quant_variants.h"
+
+namespace dspark::kernels::linear_quant_detail {
+namespace {
+
+constexpr int kMaxRows = 8;
+
+int32_t x_word(const int8_t* xq, int64_t word) {  // 4 activation bytes as one int32
+  int32_t v;
+  __builtin_memcpy(&v, xq + 4 * word, 4);
+  return v;
+}
+
+// y[row : row + MR, 16 g : 16 g + 16) for one 16-row group.
+template <QuantType kType, int MR>
+void group_rows(const Problem& p, int64_t g, int64_t row) {
+  const int64_t group_block = group_block_bytes(kType);
+  const uint8_t* gb = p.w + g * p.blocks * group_block;
+  __m512 acc[MR];
+  for (int j = 0; j < MR; ++j) acc[j] = _mm512_setzero_ps();
+  const __m512i low_nibbles = _mm512_set1_epi8(0x0F);
+  for (int64_t b = 0; b < p.blocks; ++b, gb += group_block) {
+    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(gb)));
+    const uint8_t* values = gb + kScaleBytes;
+    __m512i sum[MR];
+    const int8_t* xq[MR];
+    for (int j = 0; j < MR; ++j) {
+      const int64_t block = (row + j) * p.blocks + b;
+      sum[j] = _mm512_set1_epi32(p.xbias[block]);
+      xq[j] = p.xq + (row + j) * p.k + b * kQuantBlock;
+    }
+    if constexpr (kType == QuantType::kQ8_0) {
+#pragma GCC unroll 8
+      for (int word = 0; word < 8; ++word) {
+        const __m512i w = _mm512_loadu_si512(values + word * kSubGroupBytes);
+        for (int j = 0; j < MR; ++j) sum[j] = _mm512_dpbusd_epi32(sum[j], w, _mm512_set1_epi32(x_word(xq[j], word)));
+      }
+    } else {
+#pragma GCC unroll 4
+      for (int word = 0; word < 4; ++word) {
+        const __m512i packed = _mm512_loadu_si512(values + word * kSubGroupBytes);
+        const __m512i lo = _mm512_and_si512(packed, low_nibbles);
+        const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(packed, 4), low_nibbles);
+        for (int j = 0; j < MR; ++j) {
+          sum[j] = _mm512_dpbusd_epi32(sum[j], lo, _mm512_set1_epi32(x_word(xq[j], word)));
+          sum[j] = _mm512_dpbusd_epi32(sum[j], hi, _mm512_set1_epi32(x_word(xq[j], word + 4)));
+        }
+      }
+    }
+    for (int j = 0; j < MR; ++j) {
+      const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(p.xd[(row + j) * p.blocks + b]));
+      acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[j]), scale, acc[j]);
+    }
+  }
+  const int64_t col = g * kQuantGroupRows;
+  const int64_t cols = p.n - col < kQuantGroupRows ? p.n - col : kQuantGroupRows;
+  const __mmask16 mask = static_cast<__mmask16>((1u << cols) - 1u);
+  for (int j = 0; j < MR; ++j) {
+    float* y = p.y + (row + j) * p.ldy + col;
+    const __m512 out = p.accumulate ? _mm512_add_ps(_mm512_maskz_loadu_ps(mask, y), acc[j]) : acc[j];
+    _mm512_mask_storeu_ps(y, mask, out);
+  }
+}
+
+template <QuantType kType>
+void group(const Problem& p, int64_t g) {
+  int64_t row = 0;
+  for (; row + kMaxRows <= p.m; row += kMaxRows) group_rows<kType, kMaxRows>(p, g, row);
+  switch (p.m - row) {
+    case 1: group_rows<kType, 1>(p, g, row); break;
+    case 2: group_rows<kType, 2>(p, g, row); break;
+    case 3: group_rows<kType, 3>(p, g, row); break;
+    case 4: group_rows<kType, 4>(p, g, row); break;
+    case 5: group_rows<kType, 5>(p, g, row); break;
+    case 6: group_rows<kType, 6>(p, g, row); break;
+    case 7: group_rows<kType, 7>(p, g, row); break;
+    default: break;
+  }
+}
+
+}  // namespace
+
+void groups_avx512vnni(const Problem& p, int64_t g_begin, int64_t g_end) {
+  for (int64_t g = g_begin; g < g_end; ++g) {
+    if (p.type == QuantType::kQ8_0) group<QuantType::kQ8_0>(p, g);
+    else group<QuantType::kQ4_0>(p, g);
+  }
+}
+
+}  // namespace dspark::kernels::linear_quant_detail
