@@ -11,6 +11,18 @@ bool uses_small_batch_kernel(const torch::Tensor& x, const torch::Tensor& weight
 }
 
 torch::Tensor Linear::forward(const torch::Tensor& x) const {
+  if (quantized.defined()) {
+    const bool needs_grad = torch::GradMode::is_enabled() && x.requires_grad();
+    torch::Tensor y;
+    if (!needs_grad && x.is_cpu()) {
+      std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
+      shape.back() = n_out();
+      y = quantized.forward(x.reshape({-1, n_in()})).view(shape);
+    } else {
+      y = torch::linear(x, quantized.dequantize().to(x.device()));
+    }
+    return bias.defined() ? y.add_(bias) : y;
+  }
   if (!tensor_ops && uses_small_batch_kernel(x, weight)) {
     torch::Tensor xc = x.contiguous();
     torch::Tensor y = torch::empty({xc.size(0), n_out()}, xc.options());
@@ -25,6 +37,15 @@ torch::Tensor Linear::forward(const torch::Tensor& x) const {
   // per call keeps the result exact.
   torch::Tensor w = weight.scalar_type() == torch::kFloat32 ? weight : weight.to(torch::kFloat32);
   return bias.defined() ? torch::linear(x, w, bias) : torch::linear(x, w);
+}
+
+}  // namespace dspark::model
+
+namespace dspark::model {
+
+void Linear::quantize(kernels::QuantType type, const std::string& name) {
+  quantized = QuantizedWeight::quantize(weight, type, name);
+  weight = torch::Tensor();
 }
 
 }  // namespace dspark::model

@@ -6,6 +6,8 @@
 #pragma once
 #include <torch/torch.h>
 
+#include "model/quantized_weight.h"
+
 namespace dspark::model {
 
 // Rows up to which the streaming kernel is used. The target's forward cuts longer CPU batches (a
@@ -14,14 +16,19 @@ namespace dspark::model {
 inline constexpr int64_t kSmallBatchRows = 64;
 
 struct Linear {
-  torch::Tensor weight;  // [n_out, n_in], f32 or bf16, contiguous
+  torch::Tensor weight;  // [n_out, n_in], f32 or bf16, contiguous; undefined when quantized
   torch::Tensor bias;    // [n_out] f32, or undefined
   bool tensor_ops = false;  // always libtorch, as on a non-CPU device (Kernels::kTensorOps)
+  // Q8_0 / Q4_0 weights instead of `weight`: the quantized kernel for every row count on the CPU
+  // (it streams each weight once for any m), the dequantized matrix under autograd.
+  QuantizedWeight quantized;
 
   // x: [n_rows, n_in] f32 -> [n_rows, n_out] f32
   torch::Tensor forward(const torch::Tensor& x) const;
-  int64_t n_out() const { return weight.size(0); }
-  int64_t n_in() const { return weight.size(1); }
+  int64_t n_out() const { return quantized.defined() ? quantized.n_out : weight.size(0); }
+  int64_t n_in() const { return quantized.defined() ? quantized.n_in : weight.size(1); }
+  // Replaces `weight` by its Q8_0 / Q4_0 quantization (name: for error messages).
+  void quantize(kernels::QuantType type, const std::string& name);
 };
 
 // Whether the streaming kernel would serve this call (CPU, no autograd, few rows); Linear::forward

@@ -91,13 +91,50 @@ Transformer Transformer::load(const std::string& dir, const LoadOptions& options
     const GgufFile file = GgufFile::open(dir);
     Transformer model(gguf_model_config(file), options);
     model.load_gguf_weights(file);
+    if (is_quantized(options.weight_dtype)) model.quantize_weights();
     model.place_weights();
     return model;
   }
   Transformer model(ModelConfig::load(dir), options);
   model.load_weights(dir);
+  if (is_quantized(options.weight_dtype)) model.quantize_weights();
   model.place_weights();
   return model;
+}
+
+bool is_quantized(WeightDType dtype) { return dtype == WeightDType::kQ8_0 || dtype == WeightDType::kQ4_0; }
+
+// The matrices were read in f32; each becomes llama.cpp's blocks of the requested type, as
+// llama.cpp's quantizer would write them from the same values.
+void Transformer::quantize_weights() {
+  if (!device_.is_cpu())
+    throw Error("quantized weights (--dtype q8_0 / q4_0) run on the CPU only, not on " + device_.str());
+  const kernels::QuantType type = weight_dtype_ == WeightDType::kQ8_0 ? kernels::QuantType::kQ8_0 : kernels::QuantType::kQ4_0;
+  for (int64_t l = 0; l < config_.n_layers; ++l) {
+    DecoderLayer& layer = layers_[static_cast<size_t>(l)];
+    const std::string p = layer_prefix(l);
+    layer.qkv.quantize(type, p + "self_attn.qkv_proj.weight");
+    layer.o_proj.quantize(type, p + "self_attn.o_proj.weight");
+    layer.gate_up.quantize(type, p + "mlp.gate_up_proj.weight");
+    layer.down.quantize(type, p + "mlp.down_proj.weight");
+  }
+  lm_head_.quantize(type, "lm_head.weight");
+  if (!config_.tie_word_embeddings) embed_quantized_ = QuantizedWeight::quantize(embed_, type, "model.embed_tokens.weight");
+  embed_ = torch::Tensor();
+}
+
+torch::Tensor Transformer::embed_rows(const torch::Tensor& ids) const {
+  if (embed_.defined()) return embed_.index_select(0, ids).to(torch::kFloat32);
+  return (config_.tie_word_embeddings ? lm_head_.quantized : embed_quantized_).rows(ids).to(device_);
+}
+
+torch::Tensor Transformer::embedding() const {
+  if (embed_.defined()) return embed_;
+  return (config_.tie_word_embeddings ? lm_head_.quantized : embed_quantized_).dequantize();
+}
+
+torch::Tensor Transformer::lm_head_weight() const {
+  return lm_head_.weight.defined() ? lm_head_.weight : lm_head_.quantized.dequantize();
 }
 
 void Transformer::load_weights(const std::string& dir) {
@@ -138,9 +175,12 @@ void Transformer::place_weights() {
 int64_t Transformer::weight_bytes() const {
   auto bytes = [](const torch::Tensor& t) { return t.defined() ? t.numel() * t.element_size() : int64_t{0}; };
   int64_t total = bytes(embed_) + bytes(final_norm_) + (config_.tie_word_embeddings ? 0 : bytes(lm_head_.weight));
-  for (const DecoderLayer& l : layers_)
+  total += embed_quantized_.bytes() + lm_head_.quantized.bytes();
+  for (const DecoderLayer& l : layers_) {
     total += bytes(l.input_norm) + bytes(l.qkv.weight) + bytes(l.q_norm) + bytes(l.k_norm) + bytes(l.o_proj.weight) +
              bytes(l.post_norm) + bytes(l.gate_up.weight) + bytes(l.down.weight);
+    for (const Linear* linear : {&l.qkv, &l.o_proj, &l.gate_up, &l.down}) total += linear->quantized.bytes();
+  }
   return total;
 }
 
@@ -387,7 +427,8 @@ ForwardOutput Transformer::forward(KvCache& cache, const ForwardBatch& batch) {
 }
 
 bool Transformer::runs_rows_path() const {
-  return device_.is_cpu() && kernels_ == Kernels::kAuto && !(torch::GradMode::is_enabled() && embed_.requires_grad());
+  return device_.is_cpu() && kernels_ == Kernels::kAuto &&
+         !(torch::GradMode::is_enabled() && embed_.defined() && embed_.requires_grad());
 }
 
 ForwardOutput Transformer::forward_in_pieces(KvCache& cache, const ForwardBatch& batch) {
@@ -453,7 +494,7 @@ ForwardOutput Transformer::forward_checked(KvCache& cache, const ForwardBatch& b
 
   ForwardOutput out;
   out.layer_hidden.resize(batch.capture_layers.size());  // in the order asked (DeepSpec concatenates so)
-  torch::Tensor x = embed_.index_select(0, ids).to(torch::kFloat32).contiguous();
+  torch::Tensor x = embed_rows(ids).contiguous();
   const bool rows_path = runs_rows_path() && n_tokens <= kSmallBatchRows;
   const torch::Tensor cos_rows = cos.view({n_tokens, c.head_dim}).contiguous();
   const torch::Tensor sin_rows = sin.view({n_tokens, c.head_dim}).contiguous();
@@ -496,7 +537,7 @@ ForwardOutput Transformer::forward_sequences(const torch::Tensor& ids, const std
 
   ForwardOutput out;
   out.layer_hidden.resize(capture_layers.size());
-  torch::Tensor x = embed_.index_select(0, ids.reshape({-1})).to(torch::kFloat32).view({batch, len, c.hidden_size});
+  torch::Tensor x = embed_rows(ids.reshape({-1})).view({batch, len, c.hidden_size});
   for (int64_t l = 0; l < c.n_layers; ++l) {
     auto [q, k, v] = attention_inputs(layers_[l], c, x, cos, sin);  // [b, len, heads, hd]
     torch::Tensor qs = q.view({batch, len, c.n_kv_heads, group, c.head_dim}).permute({0, 2, 3, 1, 4});
@@ -516,6 +557,9 @@ ForwardOutput Transformer::forward_sequences(const torch::Tensor& ids, const std
 torch::Tensor Transformer::lm_head(const torch::Tensor& final_hidden) const { return lm_head_.forward(final_hidden); }
 
 std::vector<std::pair<std::string, torch::Tensor>> Transformer::named_parameters() const {
+  if (is_quantized(weight_dtype_))
+    throw Error("a model loaded with quantized weights can be neither trained nor saved as safetensors "
+                "(write a GGUF file with `dspark model quantize`)");
   std::vector<std::pair<std::string, torch::Tensor>> params{{"model.embed_tokens.weight", embed_}};
   for (int64_t l = 0; l < config_.n_layers; ++l) {
     const std::string p = layer_prefix(l);

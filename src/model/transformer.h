@@ -50,7 +50,10 @@ struct ForwardOutput {
   }
 };
 
-enum class WeightDType { kF32, kBF16 };
+// kQ8_0 / kQ4_0: llama.cpp's 8- and 4-bit blocks (model/quantized_weight.h) for every matrix,
+// the embedding and the LM head included; norms stay f32. CPU only.
+enum class WeightDType { kF32, kBF16, kQ8_0, kQ4_0 };
+bool is_quantized(WeightDType dtype);
 
 // Which code runs a forward on the CPU. Every other device always takes libtorch's ops.
 enum class Kernels {
@@ -98,8 +101,9 @@ class Transformer {
   ForwardOutput forward_sequences(const torch::Tensor& ids, const std::vector<int64_t>& capture_layers = {}) const;
   // The LM head on final-normed hidden states: [..., hidden] -> [..., vocab] f32.
   torch::Tensor lm_head(const torch::Tensor& final_hidden) const;
-  const torch::Tensor& embedding() const { return embed_; }       // [vocab, hidden]
-  const torch::Tensor& lm_head_weight() const { return lm_head_.weight; }  // [vocab, hidden]
+  // [vocab, hidden]: the weights as loaded (dequantized to f32 copies when quantized).
+  torch::Tensor embedding() const;
+  torch::Tensor lm_head_weight() const;
 
   // Every trainable tensor once (a tied head is the embedding), under stable names: the
   // checkpoint names, except the fused "...self_attn.qkv_proj.weight" and "...mlp.gate_up_proj.weight".
@@ -123,6 +127,9 @@ class Transformer {
   void load_weights(const std::string& dir);
   void load_gguf_weights(const GgufFile& file);  // gguf_loader.cpp
   void place_weights();
+  void quantize_weights();  // the matrices, embedding and head to weight_dtype_'s blocks
+  // Embedding rows of ids [n] (int64, on the model's device) as f32 [n, hidden].
+  torch::Tensor embed_rows(const torch::Tensor& ids) const;
 
   // Whether a forward of at most kSmallBatchRows tokens takes the rows path (decoder_layer_rows):
   // on the CPU with Kernels::kAuto, unless gradients are wanted.
@@ -150,7 +157,8 @@ class Transformer {
   WeightDType weight_dtype_;
   Kernels kernels_;
   Rope rope_;
-  torch::Tensor embed_;  // [vocab, hidden]
+  torch::Tensor embed_;  // [vocab, hidden]; undefined when quantized
+  QuantizedWeight embed_quantized_;  // an untied embedding, quantized (a tied one is lm_head_'s)
   std::vector<DecoderLayer> layers_;
   torch::Tensor final_norm_;  // [hidden]
   Linear lm_head_;            // [vocab, hidden]; shares embed_ when tied
