@@ -1,6 +1,8 @@
 #include "model/gguf_loader.h"
 
 #include <algorithm>
+#include <cstring>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -49,6 +51,34 @@ torch::Tensor read_stacked(const GgufFile& f, const std::vector<RowPart>& parts,
     first += p.rows;
   }
   return stacked;
+}
+
+// The parts' llama.cpp blocks, rows stacked (Llama's q/k rows un-permuted as copy_matrix does), when
+// every part is stored in `type`: the matrix then runs on those very blocks. nullopt otherwise.
+std::optional<QuantizedWeight> read_native_blocks(const GgufFile& f, const std::vector<RowPart>& parts, int64_t cols,
+                                                  GgmlType type) {
+  const kernels::QuantType quant = type == GgmlType::kQ8_0 ? kernels::QuantType::kQ8_0 : kernels::QuantType::kQ4_0;
+  int64_t rows = 0;
+  for (const RowPart& p : parts) {
+    if (f.tensor(p.name, {cols, p.rows}).type != type) return std::nullopt;
+    rows += p.rows;
+  }
+  const size_t row_bytes = ggml_row_bytes(type, cols);
+  std::vector<uint8_t> blocks(static_cast<size_t>(rows) * row_bytes);
+  uint8_t* out = blocks.data();
+  for (const RowPart& p : parts) {
+    const uint8_t* data = f.tensor(p.name).data;
+    const int64_t half = p.permute_heads > 0 ? p.rows / p.permute_heads / 2 : 0;
+    for (int64_t r = 0; r < p.rows; ++r, out += row_bytes) {
+      int64_t stored = r;
+      if (p.permute_heads > 0) {  // output row (head, i, j) is stored row (head, j, i)
+        const int64_t head = r / (2 * half), i = (r % (2 * half)) / half, j = r % half;
+        stored = head * 2 * half + 2 * j + i;
+      }
+      std::memcpy(out, data + static_cast<size_t>(stored) * row_bytes, row_bytes);
+    }
+  }
+  return QuantizedWeight::from_blocks(blocks.data(), rows, cols, quant);
 }
 
 torch::Tensor read_vector(const GgufFile& f, const std::string& name, int64_t size, int64_t permute_heads = 0) {
@@ -111,19 +141,36 @@ ModelConfig gguf_model_config(const GgufFile& f) {
 void Transformer::load_gguf_weights(const GgufFile& f) {
   const ModelConfig& c = config_;
   const auto dtype = weight_dtype_ == WeightDType::kBF16 ? torch::kBFloat16 : torch::kFloat32;
-  auto matrix = [&](const std::string& name, int64_t rows, int64_t cols) { return read_stacked(f, {{name, rows}}, cols, dtype); };
+  // Quantized loads keep the file's blocks where they are of the type asked for (no second
+  // rounding); anything else is read in f32 and quantized by quantize_weights().
+  std::optional<GgmlType> native;
+  if (weight_dtype_ == WeightDType::kQ8_0) native = GgmlType::kQ8_0;
+  if (weight_dtype_ == WeightDType::kQ4_0) native = GgmlType::kQ4_0;
+  auto linear = [&](const std::vector<RowPart>& parts, int64_t cols) {
+    Linear l;
+    if (native)
+      if (std::optional<QuantizedWeight> q = read_native_blocks(f, parts, cols, *native)) {
+        l.quantized = std::move(*q);
+        return l;
+      }
+    l.weight = read_stacked(f, parts, cols, dtype);
+    return l;
+  };
   // llama.cpp permutes Llama's q and k rows for its RoPE layout; Qwen3's are stored as they are.
   const bool permuted = c.arch == Arch::kLlama;
   const int64_t q_dim = c.n_heads * c.head_dim, kv_dim = c.n_kv_heads * c.head_dim;
-  embed_ = matrix("token_embd.weight", c.vocab_size, c.hidden_size);
+  Linear embedding = linear({{"token_embd.weight", c.vocab_size}}, c.hidden_size);
+  embed_ = embedding.weight;
+  if (c.tie_word_embeddings) lm_head_ = embedding;
+  else embed_quantized_ = embedding.quantized;
   for (int64_t l = 0; l < c.n_layers; ++l) {
     auto name = [&](const std::string& what) { return layer_name(l, what); };
     DecoderLayer layer;
     layer.input_norm = read_vector(f, name("attn_norm.weight"), c.hidden_size);
-    layer.qkv.weight = read_stacked(f, {{name("attn_q.weight"), q_dim, permuted ? c.n_heads : 0},
-                                        {name("attn_k.weight"), kv_dim, permuted ? c.n_kv_heads : 0},
-                                        {name("attn_v.weight"), kv_dim}},
-                                    c.hidden_size, dtype);
+    layer.qkv = linear({{name("attn_q.weight"), q_dim, permuted ? c.n_heads : 0},
+                        {name("attn_k.weight"), kv_dim, permuted ? c.n_kv_heads : 0},
+                        {name("attn_v.weight"), kv_dim}},
+                       c.hidden_size);
     if (c.attention_bias) {
       layer.qkv.bias = torch::cat({read_vector(f, name("attn_q.bias"), q_dim, permuted ? c.n_heads : 0),
                                    read_vector(f, name("attn_k.bias"), kv_dim, permuted ? c.n_kv_heads : 0),
@@ -134,16 +181,17 @@ void Transformer::load_gguf_weights(const GgufFile& f) {
       layer.q_norm = read_vector(f, name("attn_q_norm.weight"), c.head_dim);
       layer.k_norm = read_vector(f, name("attn_k_norm.weight"), c.head_dim);
     }
-    layer.o_proj.weight = matrix(name("attn_output.weight"), c.hidden_size, q_dim);
+    const torch::Tensor o_bias = layer.o_proj.bias;
+    layer.o_proj = linear({{name("attn_output.weight"), c.hidden_size}}, q_dim);
+    layer.o_proj.bias = o_bias;
     layer.post_norm = read_vector(f, name("ffn_norm.weight"), c.hidden_size);
-    layer.gate_up.weight = read_stacked(
-        f, {{name("ffn_gate.weight"), c.intermediate_size}, {name("ffn_up.weight"), c.intermediate_size}}, c.hidden_size,
-        dtype);
-    layer.down.weight = matrix(name("ffn_down.weight"), c.hidden_size, c.intermediate_size);
+    layer.gate_up =
+        linear({{name("ffn_gate.weight"), c.intermediate_size}, {name("ffn_up.weight"), c.intermediate_size}}, c.hidden_size);
+    layer.down = linear({{name("ffn_down.weight"), c.hidden_size}}, c.intermediate_size);
     layers_.push_back(std::move(layer));
   }
   final_norm_ = read_vector(f, "output_norm.weight", c.hidden_size);
-  lm_head_.weight = c.tie_word_embeddings ? embed_ : matrix("output.weight", c.vocab_size, c.hidden_size);
+  if (!c.tie_word_embeddings) lm_head_ = linear({{"output.weight", c.vocab_size}}, c.hidden_size);
 }
 
 }  // namespace dspark::model

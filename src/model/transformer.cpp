@@ -104,8 +104,8 @@ Transformer Transformer::load(const std::string& dir, const LoadOptions& options
 
 bool is_quantized(WeightDType dtype) { return dtype == WeightDType::kQ8_0 || dtype == WeightDType::kQ4_0; }
 
-// The matrices were read in f32; each becomes llama.cpp's blocks of the requested type, as
-// llama.cpp's quantizer would write them from the same values.
+// The matrices not already in blocks (a GGUF file's of the requested type) were read in f32; each
+// becomes llama.cpp's blocks of the requested type, as llama.cpp's quantizer would write them.
 void Transformer::quantize_weights() {
   if (!device_.is_cpu())
     throw Error("quantized weights (--dtype q8_0 / q4_0) run on the CPU only, not on " + device_.str());
@@ -113,13 +113,13 @@ void Transformer::quantize_weights() {
   for (int64_t l = 0; l < config_.n_layers; ++l) {
     DecoderLayer& layer = layers_[static_cast<size_t>(l)];
     const std::string p = layer_prefix(l);
-    layer.qkv.quantize(type, p + "self_attn.qkv_proj.weight");
-    layer.o_proj.quantize(type, p + "self_attn.o_proj.weight");
-    layer.gate_up.quantize(type, p + "mlp.gate_up_proj.weight");
-    layer.down.quantize(type, p + "mlp.down_proj.weight");
+    for (auto [linear, name] : {std::pair{&layer.qkv, "self_attn.qkv_proj.weight"}, {&layer.o_proj, "self_attn.o_proj.weight"},
+                                {&layer.gate_up, "mlp.gate_up_proj.weight"}, {&layer.down, "mlp.down_proj.weight"}})
+      if (!linear->quantized.defined()) linear->quantize(type, p + name);
   }
-  lm_head_.quantize(type, "lm_head.weight");
-  if (!config_.tie_word_embeddings) embed_quantized_ = QuantizedWeight::quantize(embed_, type, "model.embed_tokens.weight");
+  if (!lm_head_.quantized.defined()) lm_head_.quantize(type, "lm_head.weight");
+  if (!config_.tie_word_embeddings && !embed_quantized_.defined())
+    embed_quantized_ = QuantizedWeight::quantize(embed_, type, "model.embed_tokens.weight");
   embed_ = torch::Tensor();
 }
 

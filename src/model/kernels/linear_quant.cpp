@@ -41,14 +41,16 @@ int64_t packed_value_offset(int64_t lane, int64_t word, int64_t t) {
 constexpr int64_t kBlockScaleBytes = 2;
 uint8_t stored_offset(QuantType type) { return type == QuantType::kQ8_0 ? 128 : 0; }
 
-// llama.cpp's quantize_row_q8_0 on one block of activations, with the scale kept in f32.
+// llama.cpp's quantize_row_q8_0 on one block of activations: q from the f32 scale, the scale
+// then stored as f16. Keeping llama.cpp's f16 scale (rather than the f32 one) makes a quantized
+// file's logits equal llama.cpp's: the rounding of the scale moves later q's rounding decisions.
 float quantize_block(const float* x, int8_t* q) {
   float amax = 0;
   for (int64_t t = 0; t < kQuantBlock; ++t) amax = std::max(amax, std::fabs(x[t]));
   const float d = amax / 127.0f;
   const float id = d != 0 ? 1.0f / d : 0.0f;
   for (int64_t t = 0; t < kQuantBlock; ++t) q[t] = static_cast<int8_t>(std::lround(x[t] * id));
-  return d;
+  return model::f16_to_f32(model::f32_to_f16(d));
 }
 
 linear_quant_detail::GroupsKernel select_variant(Isa isa) {

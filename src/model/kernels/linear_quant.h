@@ -10,8 +10,10 @@
 // thread's share one sequential stream. The packed form takes exactly the bytes of the GGUF blocks.
 //
 // Activations: each call quantizes x per row and block of 32 as llama.cpp's quantize_row_q8_0
-// does (d = max|x| / 127, q = round(x / d)), so a block's dot product is an exact integer sum
-// and y[i, r] = sum over blocks of (d_w d_x) * sum(q_w q_x), accumulated in f32 in block order.
+// does (d = max|x| / 127, q = round(x / d), d then kept as f16), so a block's dot product is an
+// exact integer sum and y[i, r] = sum over blocks of (d_w d_x) * sum(q_w q_x), accumulated in f32
+// in block order: llama.cpp's own arithmetic for these types (its logits on a GGUF file's
+// decode steps are reproduced exactly, tests/model/test_gguf_loader.cpp).
 // Every variant computes exactly these operations in this order, so all variants give the same
 // bits, and a row's result never depends on the other rows of the call.
 #pragma once

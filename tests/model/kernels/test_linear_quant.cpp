@@ -52,14 +52,16 @@ std::vector<uint8_t> packed(QuantType type, const std::vector<uint8_t>& blocks, 
   return out;
 }
 
-// x quantized per block of 32 as the kernel does (d = max|x| / 127, q = round(x / d)), as values.
+// x quantized per block of 32 as the kernel does (llama.cpp's Q8_0: d = max|x| / 127 kept as f16,
+// q = round(x / d) with the unrounded d), as values.
 std::vector<double> quantized_activations(const std::vector<float>& x) {
   std::vector<double> out(x.size());
   for (size_t b = 0; b < x.size(); b += kQuantBlock) {
     float amax = 0;
     for (int64_t t = 0; t < kQuantBlock; ++t) amax = std::max(amax, std::fabs(x[b + t]));
     const float d = amax / 127.0f, id = d != 0 ? 1.0f / d : 0.0f;
-    for (int64_t t = 0; t < kQuantBlock; ++t) out[b + t] = double(d) * double(std::lround(x[b + t] * id));
+    const double d16 = model::f16_to_f32(model::f32_to_f16(d));
+    for (int64_t t = 0; t < kQuantBlock; ++t) out[b + t] = d16 * double(std::lround(x[b + t] * id));
   }
   return out;
 }
