@@ -8,11 +8,14 @@ torch::Tensor shared_or_stored(const model::SafetensorsArchive& archive, const s
                                const torch::Tensor& target_tensor, const std::string& dir) {
   if (!archive.contains(name)) return target_tensor;
   const model::TensorView& view = archive.get(name);
-  const torch::ScalarType stored_dtype = view.dtype == model::DType::kF32 ? torch::kFloat32 : torch::kBFloat16;
+  const torch::ScalarType stored_dtype = model::to_scalar_type(view.dtype);
   const torch::Tensor stored = model::read_tensor(archive, name, {target_tensor.size(0), target_tensor.size(1)}, stored_dtype);
   const torch::Tensor target_cpu = target_tensor.to(torch::kCPU);
   if (target_cpu.scalar_type() == stored_dtype && torch::equal(stored, target_cpu)) return target_tensor;
-  if (torch::equal(stored, target_cpu.to(stored_dtype))) return stored.to(target_tensor.device());
+  // The target's rounded to the stored dtype (DeepSpec's bf16 copy of an f32 or f16 target), or the
+  // stored one rounded to the target's (a target converted on load, e.g. --dtype f16 on a bf16 one).
+  if (torch::equal(stored, target_cpu.to(stored_dtype)) || torch::equal(stored.to(target_cpu.scalar_type()), target_cpu))
+    return stored.to(target_tensor.device());
   throw Error(dir + ": " + name + " differs from the target's (this drafter was trained for another target)");
 }
 
@@ -20,7 +23,8 @@ DrafterWeights::DrafterWeights(const std::string& dir, const model::Transformer&
     : dir_(dir),
       target_(target),
       archive_(model::SafetensorsArchive::open(dir)),
-      matrix_dtype_(weight_dtype == model::WeightDType::kBF16 ? torch::kBFloat16 : torch::kFloat32) {}
+      matrix_dtype_(model::weight_scalar_type(weight_dtype == model::WeightDType::kAuto ? model::stored_weight_dtype(archive_)
+                                                                                         : weight_dtype)) {}
 
 torch::Tensor DrafterWeights::matrix(const std::string& name, const std::vector<int64_t>& shape) const {
   return model::read_tensor(archive_, name, shape, matrix_dtype_).to(target_.device());

@@ -108,9 +108,28 @@ ModelConfig gguf_model_config(const GgufFile& f) {
   return config;
 }
 
+namespace {
+
+// What WeightDType::kAuto keeps for a GGUF file: the type of its F32 / F16 / BF16 matrices
+// (common_weight_dtype when they differ). Quantized matrices do not count (they are dequantized
+// to the load dtype); a file of only quantized matrices loads in bf16.
+WeightDType gguf_weight_dtype(const GgufFile& f) {
+  std::vector<WeightDType> dtypes;
+  for (const GgufTensorInfo& info : f.tensors()) {
+    if (info.ne.size() != 2) continue;
+    if (info.type == GgmlType::kF32) dtypes.push_back(WeightDType::kF32);
+    if (info.type == GgmlType::kF16) dtypes.push_back(WeightDType::kF16);
+    if (info.type == GgmlType::kBF16) dtypes.push_back(WeightDType::kBF16);
+  }
+  return dtypes.empty() ? WeightDType::kBF16 : common_weight_dtype(dtypes);
+}
+
+}  // namespace
+
 void Transformer::load_gguf_weights(const GgufFile& f) {
   const ModelConfig& c = config_;
-  const auto dtype = weight_dtype_ == WeightDType::kBF16 ? torch::kBFloat16 : torch::kFloat32;
+  if (weight_dtype_ == WeightDType::kAuto) weight_dtype_ = gguf_weight_dtype(f);
+  const torch::ScalarType dtype = weight_scalar_type(weight_dtype_);
   auto matrix = [&](const std::string& name, int64_t rows, int64_t cols) { return read_stacked(f, {{name, rows}}, cols, dtype); };
   // llama.cpp permutes Llama's q and k rows for its RoPE layout; Qwen3's are stored as they are.
   const bool permuted = c.arch == Arch::kLlama;

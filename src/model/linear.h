@@ -6,6 +6,8 @@
 #pragma once
 #include <torch/torch.h>
 
+#include "model/kernels/linear_small.h"
+
 namespace dspark::model {
 
 // Rows up to which the streaming kernel is used. The target's forward cuts longer CPU batches (a
@@ -14,7 +16,7 @@ namespace dspark::model {
 inline constexpr int64_t kSmallBatchRows = 64;
 
 struct Linear {
-  torch::Tensor weight;  // [n_out, n_in], f32 or bf16, contiguous
+  torch::Tensor weight;  // [n_out, n_in], f32, f16 or bf16, contiguous
   torch::Tensor bias;    // [n_out] f32, or undefined
   bool tensor_ops = false;  // always libtorch, as on a non-CPU device (Kernels::kTensorOps)
 
@@ -27,5 +29,8 @@ struct Linear {
 // Whether the streaming kernel would serve this call (CPU, no autograd, few rows); Linear::forward
 // also needs tensor_ops off.
 bool uses_small_batch_kernel(const torch::Tensor& x, const torch::Tensor& weight);
+
+// The streaming kernel's name for a weight's dtype (f32, f16 or bf16; anything else asserts).
+kernels::WeightDType kernel_weight_dtype(const torch::Tensor& weight);
 
 }  // namespace dspark::model

@@ -17,10 +17,12 @@
 namespace dspark {
 namespace {
 
-// A drafter of `method` for `target`, written to `dir` with random weights.
+// A drafter of `method` for `target`, written to `dir` with random weights, loaded with its
+// matrices in `dtype` (kAuto: as written, bf16).
 std::unique_ptr<draft::Drafter> random_drafter(const model::Transformer& target, const std::string& method,
                                                const test::TempDir& dir, uint64_t seed,
-                                               draft::MarkovHead head = draft::MarkovHead::kVanilla) {
+                                               draft::MarkovHead head = draft::MarkovHead::kVanilla,
+                                               model::WeightDType dtype = model::WeightDType::kAuto) {
   if (method == "ngram") return draft::load_drafter("ngram", "", target, {.max_slots = 1, .capacity = 256});
   draft::DrafterInitOptions options;
   options.method = draft::parse_method(method);
@@ -28,7 +30,7 @@ std::unique_ptr<draft::Drafter> random_drafter(const model::Transformer& target,
   options.markov_head = head;
   const std::string out = (dir / (method + std::to_string(seed))).string();
   draft::write_random_drafter(target, draft::make_draft_config(target.config(), options), out, seed);
-  return draft::load_drafter(method, out, target, {.max_slots = 1, .capacity = 256});
+  return draft::load_drafter(method, out, target, {.max_slots = 1, .capacity = 256, .weight_dtype = dtype});
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -38,6 +40,7 @@ struct GreedyCase {
   std::string target, method;
   draft::MarkovHead head = draft::MarkovHead::kVanilla;
   model::Kernels kernels = model::Kernels::kAuto;  // kTensorOps: the target on the path CUDA runs
+  model::WeightDType dtype = model::WeightDType::kF32;  // target's and drafter's matrices (f16: converted)
 };
 
 class GreedyEquality : public ::testing::TestWithParam<GreedyCase> {};
@@ -46,9 +49,9 @@ TEST_P(GreedyEquality, SpeculativeEqualsAutoregressive) {
   torch::NoGradGuard no_grad;
   const GreedyCase& c = GetParam();
   model::Transformer target = model::Transformer::load(test::fixture(c.target).string(),
-                                                      {.weight_dtype = model::WeightDType::kF32, .kernels = c.kernels});
+                                                      {.weight_dtype = c.dtype, .kernels = c.kernels});
   test::TempDir dir;
-  auto drafter = random_drafter(target, c.method, dir, 3, c.head);
+  auto drafter = random_drafter(target, c.method, dir, 3, c.head, c.dtype);
   const std::vector<std::vector<int64_t>> prompts = {{1, 2, 3}, {100, 17, 250, 9, 31, 77, 4}, {5, 5, 5, 5, 6, 5, 5, 5, 5}};
   for (const auto& prompt : prompts) {
     const std::vector<int64_t> ar = test::greedy(target, prompt, 40);
@@ -69,12 +72,48 @@ INSTANTIATE_TEST_SUITE_P(
                       GreedyCase{"tiny-qwen3-untied", "dspark", draft::MarkovHead::kRnn},
                       GreedyCase{"tiny-qwen3-untied", "dspark", draft::MarkovHead::kVanilla, model::Kernels::kTensorOps},
                       GreedyCase{"tiny-qwen3-untied", "eagle3", draft::MarkovHead::kVanilla, model::Kernels::kTensorOps},
-                      GreedyCase{"tiny-qwen3-tied", "ngram", draft::MarkovHead::kVanilla, model::Kernels::kTensorOps}),
+                      GreedyCase{"tiny-qwen3-tied", "ngram", draft::MarkovHead::kVanilla, model::Kernels::kTensorOps},
+                      // f16 target and drafter matrices: the f16 kernels, the Markov head's f16 W2,
+                      // the drafter's bf16 copies of an f16 target's embedding and head
+                      GreedyCase{"tiny-qwen3-untied", "dspark", draft::MarkovHead::kVanilla, model::Kernels::kAuto,
+                                 model::WeightDType::kF16},
+                      GreedyCase{"tiny-qwen3-untied", "dspark", draft::MarkovHead::kRnn, model::Kernels::kAuto,
+                                 model::WeightDType::kF16},
+                      GreedyCase{"tiny-qwen3-tied", "dflash", draft::MarkovHead::kVanilla, model::Kernels::kAuto,
+                                 model::WeightDType::kF16},
+                      GreedyCase{"tiny-qwen3-untied", "eagle3", draft::MarkovHead::kVanilla, model::Kernels::kAuto,
+                                 model::WeightDType::kF16},
+                      GreedyCase{"tiny-qwen3-untied", "dspark", draft::MarkovHead::kVanilla, model::Kernels::kTensorOps,
+                                 model::WeightDType::kF16}),
     [](const auto& info) {
       return info.param.target.substr(11) + "_" + info.param.method +
              (info.param.head == draft::MarkovHead::kRnn ? "_rnn" : "") +
-             (info.param.kernels == model::Kernels::kTensorOps ? "_tensor_ops" : "");
+             (info.param.kernels == model::Kernels::kTensorOps ? "_tensor_ops" : "") +
+             (info.param.dtype == model::WeightDType::kF16 ? "_f16" : "");
     });
+
+// A drafter written for a bf16 target serves that target converted to f16 on load (--dtype f16):
+// its stored embedding / head are the bf16 originals the target's f16 tensors were rounded from.
+TEST(Speculative, DrafterOfABf16TargetServesItConvertedToF16) {
+  torch::NoGradGuard no_grad;
+  const std::string fixture = test::fixture("tiny-qwen3-tied").string();  // bf16
+  const model::Transformer bf16_target = model::Transformer::load(fixture);
+  ASSERT_EQ(bf16_target.weight_dtype(), model::WeightDType::kBF16);
+  test::TempDir dir;
+  draft::DrafterInitOptions options;
+  options.block_size = 4;
+  draft::write_random_drafter(bf16_target, draft::make_draft_config(bf16_target.config(), options),
+                              (dir / "dspark").string(), 9);
+  model::Transformer target = model::Transformer::load(fixture, {.weight_dtype = model::WeightDType::kF16});
+  // The conversion lost bits (values below f16's normal range), so the target's rounded back to
+  // bf16 is not the drafter's copy: only "the copy rounded to f16 is the target's" accepts it.
+  ASSERT_FALSE(torch::equal(target.embedding().to(torch::kBFloat16), bf16_target.embedding()));
+  auto drafter = draft::load_drafter("dspark", (dir / "dspark").string(), target, {.max_slots = 1, .capacity = 256});
+  const std::vector<int64_t> prompt = {100, 17, 250, 9, 31, 77, 4};
+  const engine::RequestOutcome spec = test::generate(target, drafter.get(), prompt, {.temperature = 0}, 40, {.gamma = 3});
+  EXPECT_EQ(spec.ids, test::greedy(target, prompt, 40));
+  EXPECT_GT(spec.stats.num_drafts, 0);
+}
 
 TEST(Speculative, StopTokenEndsGenerationAndIsNotEmitted) {
   torch::NoGradGuard no_grad;

@@ -1,5 +1,5 @@
-// linear_small with AVX-512: f32 weights, and bf16 weights widened to f32 in registers
-// (Bf16Math::kExact). See linear_small_variants.h for why everything here is file-local.
+// linear_small with AVX-512: f32 weights, and bf16 (Bf16Math::kExact) or f16 weights widened to f32
+// in registers. See linear_small_variants.h for why everything here is file-local.
 #include <immintrin.h>
 
 #include "model/kernels/linear_small_avx512_tiles.h"
@@ -54,6 +54,18 @@ struct Bf16ExactWeights : F32Weights {
   }
 };
 
+// Every f16 value (subnormals included) is an f32 value; vcvtph2ps converts exactly. Read 32
+// bytes at a time like bf16.
+struct F16Weights : F32Weights {
+  using WElem = uint16_t;
+  static WVec load_w(const uint16_t* w) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w)));
+  }
+  static WVec load_w_tail(const uint16_t* w, int64_t count) {
+    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(first_lanes(count), w));
+  }
+};
+
 struct StoreF32 {
   using Elem = float;
   static void store(float* dst, const float* src, int64_t count) {
@@ -68,14 +80,12 @@ void pack_x_avx512(const float* x, int64_t m, int64_t k, void* out) {
 }
 
 void columns_avx512(const Problem& p, int64_t n_begin, int64_t n_end) {
-  if (p.w_dtype == WeightDType::kF32) {
-    if (p.m >= kHalfLineRows) {
-      for_each_tile<Avx512Tiles<F32HalfLineWeights>>(p, n_begin, n_end);
-    } else {
-      for_each_tile<Avx512Tiles<F32Weights>>(p, n_begin, n_end);
-    }
-  } else {
-    for_each_tile<Avx512Tiles<Bf16ExactWeights>>(p, n_begin, n_end);
+  switch (p.w_dtype) {
+    case WeightDType::kF32:
+      if (p.m >= kHalfLineRows) return for_each_tile<Avx512Tiles<F32HalfLineWeights>>(p, n_begin, n_end);
+      return for_each_tile<Avx512Tiles<F32Weights>>(p, n_begin, n_end);
+    case WeightDType::kBF16: return for_each_tile<Avx512Tiles<Bf16ExactWeights>>(p, n_begin, n_end);
+    case WeightDType::kF16: return for_each_tile<Avx512Tiles<F16Weights>>(p, n_begin, n_end);
   }
 }
 
