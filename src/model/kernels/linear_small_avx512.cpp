@@ -43,28 +43,22 @@ struct F32HalfLineWeights : F32Weights {
 __m512 widen_bf16(__m256i bits) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(bits), 16));
 }
+// Every f16 value (subnormals included) is an f32 value; vcvtph2ps converts exactly.
+__m512 widen_f16(__m256i bits) { return _mm512_cvtph_ps(bits); }
 
-struct Bf16ExactWeights : F32Weights {
+// 16-bit weights read 32 bytes at a time and widened to f32 by Widen.
+template <__m512 (*Widen)(__m256i)>
+struct WidenedWeights : F32Weights {
   using WElem = uint16_t;
   static WVec load_w(const uint16_t* w) {
-    return widen_bf16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w)));
+    return Widen(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w)));
   }
   static WVec load_w_tail(const uint16_t* w, int64_t count) {
-    return widen_bf16(_mm256_maskz_loadu_epi16(first_lanes(count), w));
+    return Widen(_mm256_maskz_loadu_epi16(first_lanes(count), w));
   }
 };
-
-// Every f16 value (subnormals included) is an f32 value; vcvtph2ps converts exactly. Read 32
-// bytes at a time like bf16.
-struct F16Weights : F32Weights {
-  using WElem = uint16_t;
-  static WVec load_w(const uint16_t* w) {
-    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w)));
-  }
-  static WVec load_w_tail(const uint16_t* w, int64_t count) {
-    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(first_lanes(count), w));
-  }
-};
+using Bf16ExactWeights = WidenedWeights<widen_bf16>;
+using F16Weights = WidenedWeights<widen_f16>;
 
 struct StoreF32 {
   using Elem = float;
