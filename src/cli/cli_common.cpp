@@ -44,9 +44,18 @@ std::vector<int64_t> parse_ids(const std::string& csv, const std::string& flag) 
 }
 
 model::WeightDType parse_weight_dtype(const std::string& name) {
-  if (name == "bf16") return model::WeightDType::kBF16;
-  if (name == "f32") return model::WeightDType::kF32;
-  throw Error("--dtype: expected bf16 or f32, got '" + name + "'");
+  for (model::WeightDType dtype :
+       {model::WeightDType::kAuto, model::WeightDType::kF16, model::WeightDType::kBF16, model::WeightDType::kF32,
+        model::WeightDType::kQ8_0, model::WeightDType::kQ4_0})
+    if (name == model::weight_dtype_name(dtype)) return dtype;
+  throw Error("--dtype: expected auto, f16, bf16, f32, q8_0 or q4_0, got '" + name + "'");
+}
+
+CLI::Option* add_dtype_option(CLI::App* cmd, std::string& dtype, const std::string& what) {
+  return cmd->add_option("--dtype", dtype,
+                  what + " in memory: auto (the checkpoint's precision), f16, bf16 or f32 (converted on load), "
+                         "or q8_0 / q4_0 (llama.cpp's blocks, quantized at load; CPU)")
+      ->capture_default_str();
 }
 
 std::string default_model_dir() {
@@ -102,10 +111,9 @@ int64_t drafter_capacity(int64_t request_positions) {
 
 engine::StepCost load_or_profile_step_cost(const std::string& sps_file, model::Transformer& target,
                                            draft::Drafter* drafter, const std::string& model_dir,
-                                           const std::string& draft_dir, const std::string& dtype,
-                                           int64_t max_requests, int64_t gamma) {
+                                           const std::string& draft_dir, int64_t max_requests, int64_t gamma) {
   if (!sps_file.empty()) return engine::StepCost::load(sps_file);
-  const schedule::SpsMeta meta = engine::step_cost_meta(model_dir, target, draft_dir, dtype);
+  const schedule::SpsMeta meta = engine::step_cost_meta(model_dir, target, draft_dir);
   return engine::cached_step_cost(engine::default_cache_dir(), target, drafter,
                                   {.max_requests = max_requests, .gamma = gamma}, meta);
 }

@@ -23,8 +23,10 @@ namespace dspark::cli {
 std::vector<std::string> split_csv(const std::string& csv);
 // "1,2,3" -> {1, 2, 3}; throws dspark::Error naming the bad element.
 std::vector<int64_t> parse_ids(const std::string& csv, const std::string& flag);
-// "bf16" | "f32" -> weight dtype; throws otherwise.
+// "auto" | "f16" | "bf16" | "f32" -> weight dtype; throws dspark::Error otherwise.
 model::WeightDType parse_weight_dtype(const std::string& name);
+// --dtype into `dtype` (default "auto"), described as the dtype of `what`.
+CLI::Option* add_dtype_option(CLI::App* cmd, std::string& dtype, const std::string& what = "weight dtype");
 // The shipped default model (models/default in the source tree), or an error saying to pass --model.
 std::string default_model_dir();
 // The tokenizer in a model directory (or in a .gguf file's metadata), if it has one.
@@ -47,12 +49,11 @@ int64_t resolve_gamma(const std::optional<int64_t>& flag, const draft::Drafter& 
 int64_t drafter_capacity(int64_t request_positions);
 
 // The step-cost profile the dspark-sync / dspark-async schedules need: `sps_file` if given, else
-// the profile cached for this model, drafter, machine and dtype (measured and saved on first use,
-// with progress). max_requests: the largest concurrency it must cover.
+// the profile cached for this model, drafter, machine and the target's weight dtype (measured and
+// saved on first use, with progress). max_requests: the largest concurrency it must cover.
 engine::StepCost load_or_profile_step_cost(const std::string& sps_file, model::Transformer& target,
                                            draft::Drafter* drafter, const std::string& model_dir,
-                                           const std::string& draft_dir, const std::string& dtype,
-                                           int64_t max_requests, int64_t gamma);
+                                           const std::string& draft_dir, int64_t max_requests, int64_t gamma);
 
 // --prompt TEXT | --prompt-ids IDS, with --chat.
 struct PromptArgs {

@@ -21,7 +21,7 @@ namespace {
 namespace fs = std::filesystem;
 
 struct BenchAcceptArgs {
-  std::string target_dir, drafts, prompts, prompt_format = "auto", plot_dir, thresholds, dtype = "bf16", json_out;
+  std::string target_dir, drafts, prompts, prompt_format = "auto", plot_dir, thresholds, dtype = "auto", json_out;
   int64_t limit = 0;
   bool json = false;
   bench::AcceptOptions options;
@@ -101,7 +101,7 @@ void register_bench_accept(CLI::App& bench) {
   cmd->add_option("--seed", a->options.seed, "prompt i samples with seed + i")->capture_default_str();
   cmd->add_option("--thresholds", a->thresholds, "confidence thresholds to sweep for DSpark drafters, e.g. 0.1,0.2,...,0.9");
   cmd->add_option("--plot-dir", a->plot_dir, "write accept_per_position.svg (and threshold_sweep.svg) here");
-  cmd->add_option("--dtype", a->dtype, "target weights in memory: bf16 (default) or f32");
+  add_dtype_option(cmd, a->dtype, "target weights");
   cmd->add_flag("--json", a->json, "machine-readable output");
   cmd->add_option("--json-out", a->json_out, "also write the JSON results to this file (with the Markdown on stdout)");
   cmd->callback([a] { run(*a); });

@@ -16,7 +16,7 @@ namespace dspark::cli {
 namespace {
 
 struct BenchDraftArgs {
-  std::string target_dir, dtype = "bf16", work_dir = "bench-results/drafters";
+  std::string target_dir, dtype = "auto", work_dir = "bench-results/drafters";
   std::string methods = "dspark,dflash,eagle3";
   bool json = false;
   bench::DraftBenchOptions options;
@@ -60,7 +60,7 @@ void register_bench_draft(CLI::App& bench) {
   cmd->add_option("--context", args->options.context, "committed context before the timed calls")->capture_default_str();
   cmd->add_option("--runs", args->options.runs, "timed calls per point (median reported)")->capture_default_str();
   cmd->add_option("--work-dir", args->work_dir, "where the random drafters are written")->capture_default_str();
-  cmd->add_option("--dtype", args->dtype, "weight dtype in memory: bf16 (default) or f32");
+  add_dtype_option(cmd, args->dtype);
   cmd->add_flag("--json", args->json, "machine-readable output");
   cmd->callback([args] { run(*args); });
 }

@@ -16,7 +16,7 @@ namespace dspark::cli {
 namespace {
 
 struct BenchForwardArgs {
-  std::string model_dir, dtype = "bf16";
+  std::string model_dir, dtype = "auto";
   bool json = false;
   bench::ForwardBenchOptions options;
 };
@@ -58,7 +58,7 @@ void run(const BenchForwardArgs& args) {
   model::Transformer model = model::Transformer::load(args.model_dir, {parse_weight_dtype(args.dtype)});
   auto progress = [&](const std::string& what) { std::fprintf(stderr, "bench forward: %s\n", what.c_str()); };
   const bench::ForwardBenchResult result = bench::run_forward_bench(model, args.options, progress);
-  if (args.json) std::cout << to_json(result, model, args.dtype).dump(2) << "\n";
+  if (args.json) std::cout << to_json(result, model, model::weight_dtype_name(model.weight_dtype())).dump(2) << "\n";
   else print_table(result);
 }
 
@@ -68,7 +68,7 @@ void register_bench_forward(CLI::App& bench) {
   auto args = std::make_shared<BenchForwardArgs>();
   CLI::App* cmd = bench.add_subcommand("forward", "forward cost against new tokens B (SPS table), prefill and AR decode speed");
   cmd->add_option("--model", args->model_dir, "model directory")->required();
-  cmd->add_option("--dtype", args->dtype, "weight dtype in memory: bf16 (default) or f32");
+  add_dtype_option(cmd, args->dtype);
   cmd->add_option("--contexts", args->options.contexts, "context lengths (default 256 1024)");
   cmd->add_option("--batch-sizes", args->options.batch_sizes, "B values (default 1 2 4 8 16 32 64)");
   cmd->add_option("--runs", args->options.runs, "timed runs per point (median reported, default 7)");

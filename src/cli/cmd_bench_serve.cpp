@@ -28,7 +28,7 @@ namespace fs = std::filesystem;
 
 struct BenchServeArgs {
   std::string target_dir, draft_dir, method, prompts, prompt_format = "turns", schedules = "none,mtp1,dspark-async";
-  std::string concurrency = "1,2,4,8,16,32,64", dtype = "bf16", sps_file, plot_dir, json_out, step_log;
+  std::string concurrency = "1,2,4,8,16,32,64", dtype = "auto", sps_file, plot_dir, json_out, step_log;
   int64_t limit = 64;
   int64_t repeats = 3;
   bool json = false;
@@ -78,7 +78,7 @@ void run_bench_serve(const BenchServeArgs& a) {
     o.gamma = resolve_gamma(o.gamma, *drafter);
   }
   const engine::StepCost cost =
-      load_or_profile_step_cost(a.sps_file, target, drafter.get(), dir, a.draft_dir, a.dtype, max_c, o.gamma);
+      load_or_profile_step_cost(a.sps_file, target, drafter.get(), dir, a.draft_dir, max_c, o.gamma);
   std::ofstream step_log;
   if (!a.step_log.empty()) {
     step_log.open(a.step_log);
@@ -227,8 +227,7 @@ void register_bench_serve(CLI::App& bench) {
           ->capture_default_str());
   in_process_only.push_back(
       cmd->add_option("--sps", a->sps_file, "step-cost profile from `dspark profile --out` (default: the cached one)"));
-  in_process_only.push_back(
-      cmd->add_option("--dtype", a->dtype, "weight dtype in memory: bf16 or f32")->capture_default_str());
+  in_process_only.push_back(add_dtype_option(cmd, a->dtype));
   in_process_only.push_back(cmd->add_option(
       "--step-log", a->step_log, "write every engine step's measured and predicted time here (JSON lines)"));
   add_url_options(cmd, *a, in_process_only);

@@ -29,7 +29,7 @@ namespace {
 namespace fs = std::filesystem;
 
 struct CalibrateArgs {
-  std::string target_dir, draft_dir, corpus_dir, prompts, plot, dtype = "bf16";
+  std::string target_dir, draft_dir, corpus_dir, prompts, plot, dtype = "auto";
   int64_t limit = 200;
   bool dry_run = false;
   bench::AcceptOptions options;
@@ -138,7 +138,7 @@ void register_calibrate(CLI::App& app) {
   cmd->add_option("--max-tokens", a->options.max_tokens, "new tokens per prompt")->capture_default_str();
   cmd->add_option("--seed", a->options.seed, "prompt i samples with seed + i")->capture_default_str();
   cmd->add_option("--plot", a->plot, "write the reliability diagrams to this SVG file");
-  cmd->add_option("--dtype", a->dtype, "target weights in memory: bf16 (default) or f32");
+  add_dtype_option(cmd, a->dtype, "target weights");
   cmd->add_flag("--dry-run", a->dry_run, "report only; do not write sts.json");
   cmd->callback([a] { run(*a); });
 }

@@ -13,7 +13,7 @@ namespace dspark::cli {
 namespace {
 
 struct RegenerateArgs {
-  std::string target_dir, corpus_dir, out_file, dtype = "bf16";
+  std::string target_dir, corpus_dir, out_file, dtype = "auto";
   train::RegenerateOptions options;
 };
 
@@ -49,7 +49,7 @@ void register_data_regenerate(CLI::App& data) {
   cmd->add_option("--max-length", o.max_length, "tokens per conversation (1024)");
   cmd->add_option("--batch", o.batch, "conversations decoded together (16)");
   cmd->add_option("--limit", o.limit, "only the first N conversations of train.jsonl (0: all)");
-  cmd->add_option("--dtype", args->dtype, "target weights in memory: bf16 (default) or f32");
+  add_dtype_option(cmd, args->dtype, "target weights");
   cmd->callback([args] { run_regenerate(*args); });
 }
 

@@ -18,7 +18,7 @@ namespace dspark::cli {
 namespace {
 
 struct DraftArgs {
-  std::string target_dir, draft_dir, method, dtype = "bf16";
+  std::string target_dir, draft_dir, method, dtype = "auto";
   PromptArgs prompt;
   SamplingArgs sampling;
   std::optional<int64_t> anchor, gamma;
@@ -85,7 +85,7 @@ void register_draft(CLI::App& app) {
   args->sampling.add_to(cmd);
   cmd->add_option("--anchor", args->anchor, "anchor token (default: the target's greedy next token)");
   cmd->add_option("--gamma", args->gamma, "slots to draft (default: the block size, else 7)");
-  cmd->add_option("--dtype", args->dtype, "weight dtype in memory: bf16 (default) or f32");
+  add_dtype_option(cmd, args->dtype);
   cmd->add_flag("--json", args->json, "print one JSON object");
   cmd->callback([args] { run_draft(*args); });
 }

@@ -20,7 +20,7 @@ namespace dspark::cli {
 namespace {
 
 struct GenerateArgs {
-  std::string model_dir, dtype = "bf16";
+  std::string model_dir, dtype = "auto";
   PromptArgs prompt;
   SamplingArgs sampling;
   bool ignore_eos = false, json = false;
@@ -94,7 +94,7 @@ void run_generate(const GenerateArgs& args) {
   if (kind != schedule::ScheduleKind::kNone && !drafter) throw Error("generate: --schedule needs a drafter (--draft)");
   engine::StepCost cost;
   if (schedule::needs_sps_table(kind))
-    cost = load_or_profile_step_cost(args.sps_file, model, drafter.get(), dir, args.draft_dir, args.dtype, concurrency, gamma);
+    cost = load_or_profile_step_cost(args.sps_file, model, drafter.get(), dir, args.draft_dir, concurrency, gamma);
   engine::Engine engine(model, drafter.get(),
                         {.max_concurrency = concurrency, .max_context = positions, .gamma = gamma, .schedule = kind,
                          .step_cost = &cost});
@@ -136,7 +136,7 @@ void register_generate(CLI::App& app) {
   cmd->add_flag("--ignore-eos", args->ignore_eos, "do not stop at end-of-sequence tokens");
   cmd->add_option("--num-samples", args->num_samples, "independent samples (seeds seed, seed + 1, ...)");
   cmd->add_flag("--json", args->json, "print one JSON object per sample");
-  cmd->add_option("--dtype", args->dtype, "weight dtype in memory: bf16 (default) or f32");
+  add_dtype_option(cmd, args->dtype);
   cmd->add_option("--draft", args->draft_dir, "drafter directory (DeepSpec layout): speculative decoding");
   cmd->add_option("--method", args->method, "dspark | dflash | eagle3 | ngram (default: from the drafter's config)");
   cmd->add_option("--gamma", args->gamma, "drafts per step (default: the drafter's block size, else 7)");

@@ -11,7 +11,7 @@ namespace dspark::cli {
 namespace {
 
 struct LogitsArgs {
-  std::string model_dir, ids, out, dtype = "f32";
+  std::string model_dir, ids, out, dtype = "auto";
 };
 
 void run_logits(const LogitsArgs& args) {
@@ -39,7 +39,7 @@ void register_logits(CLI::App& app) {
   cmd->add_option("--model", args->model_dir, "model directory (config.json + safetensors) or a .gguf file")->required();
   cmd->add_option("--ids", args->ids, "comma-separated token ids")->required();
   cmd->add_option("--out", args->out, "output file")->required();
-  cmd->add_option("--dtype", args->dtype, "weight dtype in memory: f32 (default, exact) or bf16");
+  add_dtype_option(cmd, args->dtype);
   cmd->callback([args] { run_logits(*args); });
 }
 

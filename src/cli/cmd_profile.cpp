@@ -14,7 +14,7 @@ namespace dspark::cli {
 namespace {
 
 struct ProfileArgs {
-  std::string model_dir, draft_dir, method, dtype = "bf16", out;
+  std::string model_dir, draft_dir, method, dtype = "auto", out;
   engine::ProfileOptions options;
   bool json = false;
 };
@@ -28,7 +28,7 @@ void run_profile(const ProfileArgs& a) {
     drafter = draft::load_drafter(a.method, a.draft_dir, target,
                                   {.max_slots = a.options.max_requests, .capacity = a.options.context + a.options.gamma + 64,
                                    .weight_dtype = parse_weight_dtype(a.dtype)});
-  const schedule::SpsMeta meta = engine::step_cost_meta(dir, target, a.draft_dir, a.dtype);
+  const schedule::SpsMeta meta = engine::step_cost_meta(dir, target, a.draft_dir);
   const engine::StepCost cost = engine::profile_step_cost(target, drafter.get(), a.options, meta);
   const std::filesystem::path file =
       a.out.empty() ? engine::default_cache_dir() / schedule::cache_file_name(meta) : std::filesystem::path(a.out);
@@ -60,7 +60,7 @@ void register_profile(CLI::App& app) {
   cmd->add_option("--model", a->model_dir, "target model directory (default: the shipped default model)");
   cmd->add_option("--draft", a->draft_dir, "drafter directory: its batched drafting cost is measured too");
   cmd->add_option("--method", a->method, "dspark | dflash | eagle3 | ngram (default: from the drafter's config)");
-  cmd->add_option("--dtype", a->dtype, "weight dtype in memory: bf16 or f32")->capture_default_str();
+  add_dtype_option(cmd, a->dtype);
   cmd->add_option("--max-requests", a->options.max_requests, "largest concurrency R to cover")->capture_default_str();
   cmd->add_option("--gamma", a->options.gamma, "drafts per request: B runs to R x (gamma + 1)")->capture_default_str();
   cmd->add_option("--context", a->options.context, "cached positions per request while measuring")->capture_default_str();

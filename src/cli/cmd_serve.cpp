@@ -22,7 +22,7 @@ namespace {
 namespace fs = std::filesystem;
 
 struct ServeArgs {
-  std::string model_dir, draft_dir, method, schedule, sps_file, dtype = "bf16";
+  std::string model_dir, draft_dir, method, schedule, sps_file, dtype = "auto";
   std::optional<int64_t> gamma, http_threads;
   std::optional<int> threads;
   int64_t max_concurrency = 16, max_queue = 64, max_context = 0;
@@ -106,7 +106,7 @@ void run_serve(ServeArgs& a) {
   if (kind != schedule::ScheduleKind::kNone && !drafter) throw Error("serve: --schedule needs a drafter (--draft)");
   engine::StepCost cost;
   if (schedule::needs_sps_table(kind))
-    cost = load_or_profile_step_cost(a.sps_file, target, drafter.get(), dir, draft_dir, a.dtype, a.max_concurrency, gamma);
+    cost = load_or_profile_step_cost(a.sps_file, target, drafter.get(), dir, draft_dir, a.max_concurrency, gamma);
 
   const std::string id = model_id(dir);
   serve::ServerMetrics metrics({.model = id,
@@ -175,7 +175,7 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--threads", a->threads, "threads for the model (default: all cores; same as dspark --threads)");
   cmd->add_option("--threads-http", a->http_threads,
                   "connections served at once (default: max-concurrency + max-queue + 8)");
-  cmd->add_option("--dtype", a->dtype, "weight dtype in memory: bf16 or f32")->capture_default_str();
+  add_dtype_option(cmd, a->dtype);
   cmd->callback([a] { run_serve(*a); });
 }
 

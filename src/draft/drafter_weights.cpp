@@ -5,14 +5,25 @@
 namespace dspark::draft {
 
 torch::Tensor shared_or_stored(const model::SafetensorsArchive& archive, const std::string& name,
-                               const torch::Tensor& target_tensor, const std::string& dir) {
+                               const torch::Tensor& target_tensor, const std::string& dir,
+                               double quantized_target_tolerance) {
   if (!archive.contains(name)) return target_tensor;
   const model::TensorView& view = archive.get(name);
-  const torch::ScalarType stored_dtype = view.dtype == model::DType::kF32 ? torch::kFloat32 : torch::kBFloat16;
+  const torch::ScalarType stored_dtype = model::to_scalar_type(view.dtype);
   const torch::Tensor stored = model::read_tensor(archive, name, {target_tensor.size(0), target_tensor.size(1)}, stored_dtype);
   const torch::Tensor target_cpu = target_tensor.to(torch::kCPU);
   if (target_cpu.scalar_type() == stored_dtype && torch::equal(stored, target_cpu)) return target_tensor;
-  if (torch::equal(stored, target_cpu.to(stored_dtype))) return stored.to(target_tensor.device());
+  // The target's rounded to the stored dtype (DeepSpec's bf16 copy of an f32 or f16 target), or the
+  // stored one rounded to the target's (a target converted on load, e.g. --dtype f16 on a bf16 one).
+  if (torch::equal(stored, target_cpu.to(stored_dtype)) || torch::equal(stored.to(target_cpu.scalar_type()), target_cpu))
+    return stored.to(target_tensor.device());
+  // A quantized target's tensor (dequantized here) is the stored one up to the format's rounding:
+  // relative RMS about 0.4% for Q8_0 and 10% for Q4_0, where another target's is ~140%.
+  if (quantized_target_tolerance > 0) {
+    const torch::Tensor s = stored.to(torch::kFloat32), t = target_cpu.to(torch::kFloat32);
+    if (torch::sqrt((s - t).pow(2).sum() / s.pow(2).sum()).item<double>() < quantized_target_tolerance)
+      return stored.to(target_tensor.device());
+  }
   throw Error(dir + ": " + name + " differs from the target's (this drafter was trained for another target)");
 }
 
@@ -20,7 +31,22 @@ DrafterWeights::DrafterWeights(const std::string& dir, const model::Transformer&
     : dir_(dir),
       target_(target),
       archive_(model::SafetensorsArchive::open(dir)),
-      matrix_dtype_(weight_dtype == model::WeightDType::kBF16 ? torch::kBFloat16 : torch::kFloat32) {}
+      // A drafter keeps its checkpoint's precision beside a quantized target (its network is small).
+      matrix_dtype_(model::weight_scalar_type(
+          weight_dtype == model::WeightDType::kAuto || model::is_quantized(weight_dtype) ? model::stored_weight_dtype(archive_)
+                                                                                        : weight_dtype)) {}
+
+namespace {
+
+double quantized_tolerance(const model::Transformer& target) {
+  switch (target.weight_dtype()) {
+    case model::WeightDType::kQ8_0: return 0.02;
+    case model::WeightDType::kQ4_0: return 0.25;
+    default: return 0;
+  }
+}
+
+}  // namespace
 
 torch::Tensor DrafterWeights::matrix(const std::string& name, const std::vector<int64_t>& shape) const {
   return model::read_tensor(archive_, name, shape, matrix_dtype_).to(target_.device());
@@ -36,11 +62,11 @@ model::DecoderLayer DrafterWeights::layer(const std::string& prefix, const model
 }
 
 torch::Tensor DrafterWeights::embed() const {
-  return shared_or_stored(archive_, "embed_tokens.weight", target_.embedding(), dir_);
+  return shared_or_stored(archive_, "embed_tokens.weight", target_.embedding(), dir_, quantized_tolerance(target_));
 }
 
 torch::Tensor DrafterWeights::lm_head() const {
-  return shared_or_stored(archive_, "lm_head.weight", target_.lm_head_weight(), dir_);
+  return shared_or_stored(archive_, "lm_head.weight", target_.lm_head_weight(), dir_, quantized_tolerance(target_));
 }
 
 }  // namespace dspark::draft

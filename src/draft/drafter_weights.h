@@ -16,7 +16,7 @@ namespace dspark::draft {
 struct DrafterLoadOptions {
   int64_t max_slots = 1;
   int64_t capacity = 4096;  // positions per slot (prompt + generated)
-  model::WeightDType weight_dtype = model::WeightDType::kBF16;
+  model::WeightDType weight_dtype = model::WeightDType::kAuto;  // kAuto: the drafter checkpoint's
   // Run the drafter's network through libtorch ops even on the CPU (where the rows kernels are the
   // default): tests compare the two executions of one network. A target on its tensor-ops path
   // (model::Kernels::kTensorOps, the code a GPU runs) takes its drafters there too.
@@ -41,14 +41,18 @@ class WeightSource {
 
 // The embedding / LM head a drafter uses. DeepSpec stores frozen bf16 copies of the target's
 // (deepspec-spec 1.5). When `name` is absent, or equals the target's tensor bit for bit, the
-// target's tensor is shared. When it equals the target's rounded to bf16 (an f32 target), the
-// stored copy is used, as DeepSpec does. Anything else means the drafter was trained for another
-// target: dspark::Error.
+// target's tensor is shared. When it equals the target's rounded to the stored dtype (an f32 or
+// f16 target), or the target's is the stored one rounded to the target's dtype (a target converted
+// on load), the stored copy is used, as DeepSpec does. Anything else means the drafter was trained for another
+// target: dspark::Error. With a quantized target (its tensor dequantized), the stored copy is used
+// when it differs from the target's by less than quantized_target_tolerance (relative RMS).
 torch::Tensor shared_or_stored(const model::SafetensorsArchive& archive, const std::string& name,
-                               const torch::Tensor& target_tensor, const std::string& dir);
+                               const torch::Tensor& target_tensor, const std::string& dir,
+                               double quantized_target_tolerance = 0);
 
 // A drafter checkpoint directory (DeepSpec layout), read in the dtype and on the device the
-// drafter runs with: matrices in the load options' dtype, vectors in f32.
+// drafter runs with: matrices in the load options' dtype (kAuto: the checkpoint's, as
+// model::stored_weight_dtype resolves it), vectors in f32.
 class DrafterWeights : public WeightSource {
  public:
   DrafterWeights(const std::string& dir, const model::Transformer& target, model::WeightDType weight_dtype);

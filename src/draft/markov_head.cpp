@@ -60,7 +60,7 @@ void MarkovHeadModule::step(torch::Tensor logits, const std::vector<int64_t>& pr
     const torch::Tensor& w2 = w2_.weight;
     kernels::linear_small_accumulate(
         w1_prev.data(), n, r, w2.data_ptr(),
-        w2.scalar_type() == torch::kBFloat16 ? kernels::WeightDType::kBF16 : kernels::WeightDType::kF32, vocab,
+        model::kernel_weight_dtype(w2), vocab,
         logits.data_ptr<float>(), logits.stride(0), w1_is_bf16_ ? kernels::Bf16Math::kDotBf16 : kernels::Bf16Math::kExact);
     return;
   }

@@ -168,7 +168,7 @@ StepCost profile_step_cost(model::Transformer& target, draft::Drafter* drafter, 
 }
 
 schedule::SpsMeta step_cost_meta(const std::string& model_dir, const model::Transformer& target,
-                                 const std::string& drafter_dir, const std::string& dtype) {
+                                 const std::string& drafter_dir) {
   auto name = [](const std::string& dir) {
     if (dir.empty()) return std::string("none");
     const fs::path p = fs::weakly_canonical(dir);
@@ -182,7 +182,8 @@ schedule::SpsMeta step_cost_meta(const std::string& model_dir, const model::Tran
   const std::time_t now = std::time(nullptr);
   char date[32];
   std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-  return {name(model_dir) + "+" + name(drafter_dir), host, model::device_label(target.device()), dtype, date};
+  return {name(model_dir) + "+" + name(drafter_dir), host, model::device_label(target.device()),
+          model::weight_dtype_name(target.weight_dtype()), date};
 }
 
 StepCost cached_step_cost(const fs::path& cache_dir, model::Transformer& target, draft::Drafter* drafter,

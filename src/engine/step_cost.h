@@ -50,7 +50,7 @@ StepCost profile_step_cost(model::Transformer& target, draft::Drafter* drafter, 
 
 // The setup a profile is valid for: model directory name + content size, host name, device, dtype.
 schedule::SpsMeta step_cost_meta(const std::string& model_dir, const model::Transformer& target,
-                                 const std::string& drafter_dir, const std::string& dtype);
+                                 const std::string& drafter_dir);
 
 // The cached profile for `meta` under cache_dir, measured (and saved) if missing or stale.
 StepCost cached_step_cost(const std::filesystem::path& cache_dir, model::Transformer& target, draft::Drafter* drafter,

@@ -138,9 +138,33 @@ ModelConfig gguf_model_config(const GgufFile& f) {
   return config;
 }
 
+namespace {
+
+// What WeightDType::kAuto keeps for a GGUF file: Q8_0 or Q4_0, whichever more of its matrices
+// hold, run natively (its other matrices quantized to that type at load); else the type of its
+// F32 / F16 / BF16 matrices (common_weight_dtype when they differ). A file of only K-quant
+// matrices loads in bf16 (dequantized).
+WeightDType gguf_weight_dtype(const GgufFile& f) {
+  std::vector<WeightDType> dtypes;
+  int64_t q8_0 = 0, q4_0 = 0;
+  for (const GgufTensorInfo& info : f.tensors()) {
+    if (info.ne.size() != 2) continue;
+    q8_0 += info.type == GgmlType::kQ8_0;
+    q4_0 += info.type == GgmlType::kQ4_0;
+    if (info.type == GgmlType::kF32) dtypes.push_back(WeightDType::kF32);
+    if (info.type == GgmlType::kF16) dtypes.push_back(WeightDType::kF16);
+    if (info.type == GgmlType::kBF16) dtypes.push_back(WeightDType::kBF16);
+  }
+  if (q8_0 + q4_0 > 0) return q4_0 > q8_0 ? WeightDType::kQ4_0 : WeightDType::kQ8_0;
+  return dtypes.empty() ? WeightDType::kBF16 : common_weight_dtype(dtypes);
+}
+
+}  // namespace
+
 void Transformer::load_gguf_weights(const GgufFile& f) {
   const ModelConfig& c = config_;
-  const auto dtype = weight_dtype_ == WeightDType::kBF16 ? torch::kBFloat16 : torch::kFloat32;
+  if (weight_dtype_ == WeightDType::kAuto) weight_dtype_ = gguf_weight_dtype(f);
+  const torch::ScalarType dtype = weight_scalar_type(weight_dtype_);
   // Quantized loads keep the file's blocks where they are of the type asked for (no second
   // rounding); anything else is read in f32 and quantized by quantize_weights().
   std::optional<GgmlType> native;

@@ -13,7 +13,8 @@
 // interleaved for its RoPE); the loader undoes that. Qwen3 files are not permuted.
 //
 // Every tensor is dequantized exactly (ggml_quants.h) and converted to the engine's weight dtype
-// (bf16 or f32, LoadOptions); see docs/design.md for what that costs.
+// (LoadOptions: f32, f16 or bf16; auto keeps the F32 / F16 / BF16 matrices' type and loads a file
+// of quantized matrices in bf16); see docs/design.md for what that costs.
 #pragma once
 #include <string>
 

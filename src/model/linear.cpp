@@ -1,13 +1,23 @@
 #include "model/linear.h"
 
-#include "model/kernels/linear_small.h"
+#include "common/error.h"
 
 namespace dspark::model {
+
+kernels::WeightDType kernel_weight_dtype(const torch::Tensor& weight) {
+  switch (weight.scalar_type()) {
+    case torch::kFloat32: return kernels::WeightDType::kF32;
+    case torch::kBFloat16: return kernels::WeightDType::kBF16;
+    case torch::kFloat16: return kernels::WeightDType::kF16;
+    default: DSPARK_ASSERT(false);
+  }
+}
 
 bool uses_small_batch_kernel(const torch::Tensor& x, const torch::Tensor& weight) {
   const bool needs_grad = torch::GradMode::is_enabled() && (x.requires_grad() || weight.requires_grad());
   return x.is_cpu() && weight.is_cpu() && !needs_grad && x.dim() == 2 && x.size(0) <= kSmallBatchRows &&
-         (weight.scalar_type() == torch::kFloat32 || weight.scalar_type() == torch::kBFloat16);
+         (weight.scalar_type() == torch::kFloat32 || weight.scalar_type() == torch::kBFloat16 ||
+          weight.scalar_type() == torch::kFloat16);
 }
 
 torch::Tensor Linear::forward(const torch::Tensor& x) const {
@@ -26,15 +36,13 @@ torch::Tensor Linear::forward(const torch::Tensor& x) const {
   if (!tensor_ops && uses_small_batch_kernel(x, weight)) {
     torch::Tensor xc = x.contiguous();
     torch::Tensor y = torch::empty({xc.size(0), n_out()}, xc.options());
-    const auto dtype = weight.scalar_type() == torch::kBFloat16 ? kernels::WeightDType::kBF16
-                                                                : kernels::WeightDType::kF32;
-    kernels::linear_small(xc.data_ptr<float>(), xc.size(0), n_in(), weight.data_ptr(), dtype, n_out(),
-                          y.data_ptr<float>());
+    kernels::linear_small(xc.data_ptr<float>(), xc.size(0), n_in(), weight.data_ptr(), kernel_weight_dtype(weight),
+                          n_out(), y.data_ptr<float>());
     if (bias.defined()) y.add_(bias);
     return y;
   }
-  // Autograd, other devices, or more rows than the kernel is for: libtorch. Upcasting a bf16 weight
-  // per call keeps the result exact.
+  // Autograd, other devices, or more rows than the kernel is for: libtorch. Upcasting a bf16 or f16
+  // weight per call keeps the result exact.
   torch::Tensor w = weight.scalar_type() == torch::kFloat32 ? weight : weight.to(torch::kFloat32);
   return bias.defined() ? torch::linear(x, w, bias) : torch::linear(x, w);
 }

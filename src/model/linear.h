@@ -6,6 +6,7 @@
 #pragma once
 #include <torch/torch.h>
 
+#include "model/kernels/linear_small.h"
 #include "model/quantized_weight.h"
 
 namespace dspark::model {
@@ -16,7 +17,7 @@ namespace dspark::model {
 inline constexpr int64_t kSmallBatchRows = 64;
 
 struct Linear {
-  torch::Tensor weight;  // [n_out, n_in], f32 or bf16, contiguous; undefined when quantized
+  torch::Tensor weight;  // [n_out, n_in], f32, f16 or bf16, contiguous; undefined when quantized
   torch::Tensor bias;    // [n_out] f32, or undefined
   bool tensor_ops = false;  // always libtorch, as on a non-CPU device (Kernels::kTensorOps)
   // Q8_0 / Q4_0 weights instead of `weight`: the quantized kernel for every row count on the CPU
@@ -34,5 +35,8 @@ struct Linear {
 // Whether the streaming kernel would serve this call (CPU, no autograd, few rows); Linear::forward
 // also needs tensor_ops off.
 bool uses_small_batch_kernel(const torch::Tensor& x, const torch::Tensor& weight);
+
+// The streaming kernel's name for a weight's dtype (f32, f16 or bf16; anything else asserts).
+kernels::WeightDType kernel_weight_dtype(const torch::Tensor& weight);
 
 }  // namespace dspark::model

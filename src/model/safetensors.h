@@ -54,6 +54,7 @@ class SafetensorsArchive {
   // get() plus a shape check: "<file>: tensor 'x' has shape [4, 8], expected [4, 16]".
   const TensorView& get(const std::string& name, const std::vector<int64_t>& expected_shape) const;
   std::vector<std::string> names() const;                      // sorted, every dtype
+  const std::map<std::string, TensorView>& views() const { return tensors_; }  // the supported ones
   const std::map<std::string, std::string>& metadata() const;  // __metadata__ of the first file
   const std::string& path() const { return path_; }            // as passed to open()
 

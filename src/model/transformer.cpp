@@ -20,8 +20,6 @@
 
 namespace dspark::model {
 
-namespace {
-
 torch::ScalarType to_scalar_type(DType dtype) {
   switch (dtype) {
     case DType::kF32: return torch::kFloat32;
@@ -29,6 +27,35 @@ torch::ScalarType to_scalar_type(DType dtype) {
     case DType::kBF16: return torch::kBFloat16;
   }
   DSPARK_ASSERT(false);
+}
+
+namespace {
+
+WeightDType weight_dtype_of(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return WeightDType::kF32;
+    case DType::kF16: return WeightDType::kF16;
+    case DType::kBF16: return WeightDType::kBF16;
+  }
+  DSPARK_ASSERT(false);
+}
+
+DType safetensors_dtype(torch::ScalarType type) {
+  switch (type) {
+    case torch::kFloat32: return DType::kF32;
+    case torch::kFloat16: return DType::kF16;
+    case torch::kBFloat16: return DType::kBF16;
+    default: DSPARK_ASSERT(false);
+  }
+}
+
+// config.json's torch_dtype for a model saved with matrices in `dtype`.
+const char* torch_dtype_name(WeightDType dtype) {
+  switch (dtype) {
+    case WeightDType::kF16: return "float16";
+    case WeightDType::kBF16: return "bfloat16";
+    default: return "float32";
+  }
 }
 
 // Checkpoint tensor `name` (checked against `shape`) as a tensor over the read-only mapping, in
@@ -41,6 +68,44 @@ torch::Tensor mapped_tensor(const SafetensorsArchive& archive, const std::string
 }
 
 }  // namespace
+
+const char* weight_dtype_name(WeightDType dtype) {
+  switch (dtype) {
+    case WeightDType::kAuto: return "auto";
+    case WeightDType::kF32: return "f32";
+    case WeightDType::kF16: return "f16";
+    case WeightDType::kBF16: return "bf16";
+    case WeightDType::kQ8_0: return "q8_0";
+    case WeightDType::kQ4_0: return "q4_0";
+  }
+  DSPARK_ASSERT(false);
+}
+
+torch::ScalarType weight_scalar_type(WeightDType dtype) {
+  switch (dtype) {
+    case WeightDType::kF32:
+    case WeightDType::kQ8_0:
+    case WeightDType::kQ4_0: return torch::kFloat32;
+    case WeightDType::kF16: return torch::kFloat16;
+    case WeightDType::kBF16: return torch::kBFloat16;
+    case WeightDType::kAuto: break;
+  }
+  DSPARK_ASSERT(false);
+}
+
+WeightDType common_weight_dtype(const std::vector<WeightDType>& dtypes) {
+  if (dtypes.empty()) return WeightDType::kF32;
+  for (WeightDType dtype : dtypes)
+    if (dtype != dtypes.front()) return WeightDType::kF32;
+  return dtypes.front();
+}
+
+WeightDType stored_weight_dtype(const SafetensorsArchive& archive) {
+  std::vector<WeightDType> dtypes;
+  for (const auto& [name, view] : archive.views())
+    if (view.shape.size() == 2) dtypes.push_back(weight_dtype_of(view.dtype));
+  return common_weight_dtype(dtypes);
+}
 
 torch::Tensor read_tensor(const SafetensorsArchive& archive, const std::string& name,
                           const std::vector<int64_t>& shape, torch::ScalarType dtype) {
@@ -91,13 +156,13 @@ Transformer Transformer::load(const std::string& dir, const LoadOptions& options
     const GgufFile file = GgufFile::open(dir);
     Transformer model(gguf_model_config(file), options);
     model.load_gguf_weights(file);
-    if (is_quantized(options.weight_dtype)) model.quantize_weights();
+    if (is_quantized(model.weight_dtype())) model.quantize_weights();
     model.place_weights();
     return model;
   }
   Transformer model(ModelConfig::load(dir), options);
   model.load_weights(dir);
-  if (is_quantized(options.weight_dtype)) model.quantize_weights();
+  if (is_quantized(model.weight_dtype())) model.quantize_weights();
   model.place_weights();
   return model;
 }
@@ -140,7 +205,8 @@ torch::Tensor Transformer::lm_head_weight() const {
 void Transformer::load_weights(const std::string& dir) {
   const SafetensorsArchive archive = SafetensorsArchive::open(dir);
   const ModelConfig& c = config_;
-  const auto matrix_dtype = weight_dtype_ == WeightDType::kBF16 ? torch::kBFloat16 : torch::kFloat32;
+  if (weight_dtype_ == WeightDType::kAuto) weight_dtype_ = stored_weight_dtype(archive);
+  const torch::ScalarType matrix_dtype = weight_scalar_type(weight_dtype_);
   auto matrix = [&](const std::string& name, std::vector<int64_t> shape) {
     return read_tensor(archive, name, shape, matrix_dtype);
   };
@@ -586,12 +652,14 @@ void Transformer::set_requires_grad(bool requires_grad) {
 
 void Transformer::save(const std::string& dir, WeightDType dtype, size_t max_shard_bytes) const {
   const ModelConfig& c = config_;
+  if (dtype == WeightDType::kAuto) dtype = weight_dtype_;
+  const torch::ScalarType matrix_dtype = weight_scalar_type(dtype);
   const int64_t q_dim = c.n_heads * c.head_dim, kv_dim = c.n_kv_heads * c.head_dim;
   std::vector<std::pair<std::string, torch::Tensor>> tensors;  // HF names, fused tensors split
   for (auto& [name, t] : named_parameters()) {
     const bool is_matrix = t.dim() == 2;
     auto add = [&, is_matrix](std::string n, torch::Tensor v) {
-      v = v.detach().to(torch::kCPU).to(is_matrix && dtype == WeightDType::kBF16 ? torch::kBFloat16 : torch::kFloat32);
+      v = v.detach().to(torch::kCPU).to(is_matrix ? matrix_dtype : torch::kFloat32);
       tensors.emplace_back(std::move(n), v.contiguous());
     };
     const size_t fused_qkv = name.find("qkv_proj"), fused_mlp = name.find("gate_up_proj");
@@ -613,7 +681,7 @@ void Transformer::save(const std::string& dir, WeightDType dtype, size_t max_sha
   size_t total_bytes = 0;
   for (const auto& [name, t] : tensors) {
     std::vector<int64_t> shape(t.sizes().begin(), t.sizes().end());
-    to_write.push_back({name, t.scalar_type() == torch::kBFloat16 ? DType::kBF16 : DType::kF32, shape, t.data_ptr(),
+    to_write.push_back({name, safetensors_dtype(t.scalar_type()), shape, t.data_ptr(),
                         static_cast<size_t>(t.numel() * t.element_size())});
     total_bytes += to_write.back().n_bytes;
   }
@@ -622,7 +690,7 @@ void Transformer::save(const std::string& dir, WeightDType dtype, size_t max_sha
   else
     write_safetensors((std::filesystem::path(dir) / "model.safetensors").string(), to_write);
   nlohmann::json json = c.to_json();
-  json["torch_dtype"] = dtype == WeightDType::kBF16 ? "bfloat16" : "float32";
+  json["torch_dtype"] = torch_dtype_name(dtype);
   write_json_file(std::filesystem::path(dir) / "config.json", json);
 }
 

@@ -50,10 +50,19 @@ struct ForwardOutput {
   }
 };
 
-// kQ8_0 / kQ4_0: llama.cpp's 8- and 4-bit blocks (model/quantized_weight.h) for every matrix,
-// the embedding and the LM head included; norms stay f32. CPU only.
-enum class WeightDType { kF32, kBF16, kQ8_0, kQ4_0 };
+// Weight matrices' precision in memory (norms, biases and activations are always f32). kAuto keeps
+// the checkpoint's: Transformer::load resolves it (stored_weight_dtype) and weight_dtype() reports
+// the result; the others convert on load. kQ8_0 / kQ4_0: llama.cpp's 8- and 4-bit blocks
+// (model/quantized_weight.h) for every matrix, the embedding and the LM head included (a GGUF
+// file's blocks of that type as they are, anything else quantized at load); CPU only.
+enum class WeightDType { kAuto, kF32, kF16, kBF16, kQ8_0, kQ4_0 };
+const char* weight_dtype_name(WeightDType dtype);  // "auto", "f32", "f16", "bf16", "q8_0", "q4_0"
+// The dtype matrices are read in: a quantized dtype's matrices are read in f32, then quantized.
+torch::ScalarType weight_scalar_type(WeightDType dtype);  // not kAuto
 bool is_quantized(WeightDType dtype);
+// The one dtype that holds every given weight matrix dtype exactly: theirs when they agree, else
+// f32 (f16 and bf16 hold each other's values only in part); f32 for none.
+WeightDType common_weight_dtype(const std::vector<WeightDType>& dtypes);
 
 // Which code runs a forward on the CPU. Every other device always takes libtorch's ops.
 enum class Kernels {
@@ -64,7 +73,7 @@ enum class Kernels {
 class GgufFile;
 
 struct LoadOptions {
-  WeightDType weight_dtype = WeightDType::kBF16;
+  WeightDType weight_dtype = WeightDType::kAuto;
   torch::Device device = default_device();  // the CLI's --device (model/device.h), else the CPU
   Kernels kernels = Kernels::kAuto;
 };
@@ -109,7 +118,8 @@ class Transformer {
   // checkpoint names, except the fused "...self_attn.qkv_proj.weight" and "...mlp.gate_up_proj.weight".
   std::vector<std::pair<std::string, torch::Tensor>> named_parameters() const;
   void set_requires_grad(bool requires_grad);
-  // Writes config.json and model.safetensors (Hugging Face names, fused tensors split) in `dtype`;
+  // Writes config.json and model.safetensors (Hugging Face names, fused tensors split) with matrices
+  // in `dtype` (kAuto: the model's weight_dtype()), vectors in f32;
   // with max_shard_bytes > 0 and more weight bytes than that, Hugging Face's sharded layout instead
   // (model-0000i-of-0000n.safetensors + model.safetensors.index.json).
   void save(const std::string& dir, WeightDType dtype, size_t max_shard_bytes = 0) const;
@@ -120,7 +130,7 @@ class Transformer {
   const torch::Device& device() const { return device_; }
   Kernels kernels() const { return kernels_; }
   int64_t weight_bytes() const;  // bytes of all weights (what one decode step streams)
-  WeightDType weight_dtype() const { return weight_dtype_; }
+  WeightDType weight_dtype() const { return weight_dtype_; }  // resolved: never kAuto
 
  private:
   Transformer(ModelConfig config, const LoadOptions& options);
@@ -154,7 +164,7 @@ class Transformer {
 
   ModelConfig config_;
   torch::Device device_;
-  WeightDType weight_dtype_;
+  WeightDType weight_dtype_;  // as asked until load resolves kAuto
   Kernels kernels_;
   Rope rope_;
   torch::Tensor embed_;  // [vocab, hidden]; undefined when quantized
@@ -165,6 +175,7 @@ class Transformer {
 };
 
 class SafetensorsArchive;
+enum class DType;  // safetensors.h
 
 // The two halves of a Qwen3/Llama decoder layer around attention, shared by the target's paths and
 // the drafters' backbones. x: [..., hidden]. attention_inputs returns q [..., n_heads, hd] and
@@ -206,6 +217,10 @@ void write_kv_rows(KvCache& cache, int64_t cache_layer, int64_t slot, int64_t fi
 DecoderLayer load_decoder_layer(const SafetensorsArchive& archive, const std::string& prefix, const ModelConfig& config,
                                 torch::ScalarType matrix_dtype, const torch::Device& device,
                                 int64_t attention_input = 0);
+torch::ScalarType to_scalar_type(DType dtype);  // a safetensors dtype as torch's
+// The precision of a safetensors checkpoint's matrices (its 2-D tensors; common_weight_dtype when
+// they differ), what WeightDType::kAuto keeps.
+WeightDType stored_weight_dtype(const SafetensorsArchive& archive);
 // A checkpoint tensor copied out of the mmap in `dtype` (into huge pages when it is large, see
 // huge_pages.h); throws if absent or mis-shaped.
 torch::Tensor read_tensor(const SafetensorsArchive& archive, const std::string& name, const std::vector<int64_t>& shape,

@@ -74,6 +74,19 @@ TEST(BadInput, CpuDeviceWorks) {
   EXPECT_EQ(std::filesystem::file_size(m.dir / "out.f32"), 2u * 512 * 4);
 }
 
+// --dtype: a value it does not know is one line naming the flag and the value; f16 (a conversion
+// on load) is the control.
+TEST(BadInput, UnknownDtype) {
+  DamagedModel m;
+  expect_one_line_error(run_dspark("logits --model " + m.model.string() + " --ids 1 --dtype f8 --out " +
+                                   (m.dir / "o").string()),
+                        {"--dtype", "'f8'", "auto, f16, bf16 or f32"});
+  const auto r = run_dspark("logits --model " + m.model.string() + " --ids 1,2 --dtype f16 --out " +
+                            (m.dir / "out.f32").string());
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(std::filesystem::file_size(m.dir / "out.f32"), 2u * 512 * 4);
+}
+
 TEST(BadInput, MissingModelDirectory) {
   test::TempDir dir;
   expect_one_line_error(run_dspark("logits --model " + (dir / "nope").string() + " --ids 1 --out " +

@@ -51,7 +51,8 @@ TEST(DefaultModel, AnswersAChatPrompt) {
 
 TEST(DefaultModel, SpeculativeGreedyEqualsAutoregressiveOnTwentyPrompts) {
   torch::NoGradGuard no_grad;
-  model::Transformer target = model::Transformer::load(kModel.string(), {model::WeightDType::kBF16});
+  model::Transformer target = model::Transformer::load(kModel.string());  // --dtype auto
+  ASSERT_EQ(target.weight_dtype(), model::WeightDType::kBF16);  // as shipped
   const model::GenerationConfig generation = model::GenerationConfig::load_or_default(kModel.string(), target.config());
   test::TempDir dir;
   std::vector<std::unique_ptr<draft::Drafter>> drafters;

@@ -17,10 +17,12 @@
 namespace dspark {
 namespace {
 
-// A drafter of `method` for `target`, written to `dir` with random weights.
+// A drafter of `method` for `target`, written to `dir` with random weights, loaded with its
+// matrices in `dtype` (kAuto: as written, bf16).
 std::unique_ptr<draft::Drafter> random_drafter(const model::Transformer& target, const std::string& method,
                                                const test::TempDir& dir, uint64_t seed,
-                                               draft::MarkovHead head = draft::MarkovHead::kVanilla) {
+                                               draft::MarkovHead head = draft::MarkovHead::kVanilla,
+                                               model::WeightDType dtype = model::WeightDType::kAuto) {
   if (method == "ngram") return draft::load_drafter("ngram", "", target, {.max_slots = 1, .capacity = 256});
   draft::DrafterInitOptions options;
   options.method = draft::parse_method(method);
@@ -28,7 +30,7 @@ std::unique_ptr<draft::Drafter> random_drafter(const model::Transformer& target,
   options.markov_head = head;
   const std::string out = (dir / (method + std::to_string(seed))).string();
   draft::write_random_drafter(target, draft::make_draft_config(target.config(), options), out, seed);
-  return draft::load_drafter(method, out, target, {.max_slots = 1, .capacity = 256});
+  return draft::load_drafter(method, out, target, {.max_slots = 1, .capacity = 256, .weight_dtype = dtype});
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -38,6 +40,7 @@ struct GreedyCase {
   std::string target, method;
   draft::MarkovHead head = draft::MarkovHead::kVanilla;
   model::Kernels kernels = model::Kernels::kAuto;  // kTensorOps: the target on the path CUDA runs
+  model::WeightDType dtype = model::WeightDType::kF32;  // target's and drafter's matrices (f16: converted)
 };
 
 class GreedyEquality : public ::testing::TestWithParam<GreedyCase> {};
@@ -46,9 +49,9 @@ TEST_P(GreedyEquality, SpeculativeEqualsAutoregressive) {
   torch::NoGradGuard no_grad;
   const GreedyCase& c = GetParam();
   model::Transformer target = model::Transformer::load(test::fixture(c.target).string(),
-                                                      {.weight_dtype = model::WeightDType::kF32, .kernels = c.kernels});
+                                                      {.weight_dtype = c.dtype, .kernels = c.kernels});
   test::TempDir dir;
-  auto drafter = random_drafter(target, c.method, dir, 3, c.head);
+  auto drafter = random_drafter(target, c.method, dir, 3, c.head, c.dtype);
   const std::vector<std::vector<int64_t>> prompts = {{1, 2, 3}, {100, 17, 250, 9, 31, 77, 4}, {5, 5, 5, 5, 6, 5, 5, 5, 5}};
   for (const auto& prompt : prompts) {
     const std::vector<int64_t> ar = test::greedy(target, prompt, 40);
@@ -69,12 +72,88 @@ INSTANTIATE_TEST_SUITE_P(
                       GreedyCase{"tiny-qwen3-untied", "dspark", draft::MarkovHead::kRnn},
                       GreedyCase{"tiny-qwen3-untied", "dspark", draft::MarkovHead::kVanilla, model::Kernels::kTensorOps},
                       GreedyCase{"tiny-qwen3-untied", "eagle3", draft::MarkovHead::kVanilla, model::Kernels::kTensorOps},
-                      GreedyCase{"tiny-qwen3-tied", "ngram", draft::MarkovHead::kVanilla, model::Kernels::kTensorOps}),
+                      GreedyCase{"tiny-qwen3-tied", "ngram", draft::MarkovHead::kVanilla, model::Kernels::kTensorOps},
+                      // f16 target and drafter matrices: the f16 kernels, the Markov head's f16 W2,
+                      // the drafter's bf16 copies of an f16 target's embedding and head
+                      GreedyCase{"tiny-qwen3-untied", "dspark", draft::MarkovHead::kVanilla, model::Kernels::kAuto,
+                                 model::WeightDType::kF16},
+                      GreedyCase{"tiny-qwen3-untied", "dspark", draft::MarkovHead::kRnn, model::Kernels::kAuto,
+                                 model::WeightDType::kF16},
+                      GreedyCase{"tiny-qwen3-tied", "dflash", draft::MarkovHead::kVanilla, model::Kernels::kAuto,
+                                 model::WeightDType::kF16},
+                      GreedyCase{"tiny-qwen3-untied", "eagle3", draft::MarkovHead::kVanilla, model::Kernels::kAuto,
+                                 model::WeightDType::kF16},
+                      GreedyCase{"tiny-qwen3-untied", "dspark", draft::MarkovHead::kVanilla, model::Kernels::kTensorOps,
+                                 model::WeightDType::kF16},
+                      // quantized targets (their drafters stay in their checkpoint's bf16)
+                      GreedyCase{"tiny-qwen3-untied", "dspark", draft::MarkovHead::kVanilla, model::Kernels::kAuto,
+                                 model::WeightDType::kQ8_0},
+                      GreedyCase{"tiny-qwen3-tied", "eagle3", draft::MarkovHead::kVanilla, model::Kernels::kAuto,
+                                 model::WeightDType::kQ8_0},
+                      GreedyCase{"tiny-qwen3-tied", "dspark", draft::MarkovHead::kRnn, model::Kernels::kAuto,
+                                 model::WeightDType::kQ4_0}),
     [](const auto& info) {
       return info.param.target.substr(11) + "_" + info.param.method +
              (info.param.head == draft::MarkovHead::kRnn ? "_rnn" : "") +
-             (info.param.kernels == model::Kernels::kTensorOps ? "_tensor_ops" : "");
+             (info.param.kernels == model::Kernels::kTensorOps ? "_tensor_ops" : "") +
+             (info.param.dtype == model::WeightDType::kF32 ? std::string()
+                                                            : "_" + std::string(model::weight_dtype_name(info.param.dtype)));
     });
+
+// A drafter written for a bf16 target serves that target converted to f16 on load (--dtype f16):
+// its stored embedding / head are the bf16 originals the target's f16 tensors were rounded from.
+TEST(Speculative, DrafterOfABf16TargetServesItConvertedToF16) {
+  torch::NoGradGuard no_grad;
+  const std::string fixture = test::fixture("tiny-qwen3-tied").string();  // bf16
+  const model::Transformer bf16_target = model::Transformer::load(fixture);
+  ASSERT_EQ(bf16_target.weight_dtype(), model::WeightDType::kBF16);
+  test::TempDir dir;
+  draft::DrafterInitOptions options;
+  options.block_size = 4;
+  draft::write_random_drafter(bf16_target, draft::make_draft_config(bf16_target.config(), options),
+                              (dir / "dspark").string(), 9);
+  model::Transformer target = model::Transformer::load(fixture, {.weight_dtype = model::WeightDType::kF16});
+  // The conversion lost bits (values below f16's normal range), so the target's rounded back to
+  // bf16 is not the drafter's copy: only "the copy rounded to f16 is the target's" accepts it.
+  ASSERT_FALSE(torch::equal(target.embedding().to(torch::kBFloat16), bf16_target.embedding()));
+  auto drafter = draft::load_drafter("dspark", (dir / "dspark").string(), target, {.max_slots = 1, .capacity = 256});
+  const std::vector<int64_t> prompt = {100, 17, 250, 9, 31, 77, 4};
+  const engine::RequestOutcome spec = test::generate(target, drafter.get(), prompt, {.temperature = 0}, 40, {.gamma = 3});
+  EXPECT_EQ(spec.ids, test::greedy(target, prompt, 40));
+  EXPECT_GT(spec.stats.num_drafts, 0);
+}
+
+// A drafter written for a bf16 target serves that target quantized on load (--dtype q8_0 / q4_0):
+// its stored embedding / head are the values the target's blocks were quantized from. A drafter of
+// another target is still refused.
+TEST(Speculative, DrafterOfABf16TargetServesItQuantized) {
+  torch::NoGradGuard no_grad;
+  const std::string fixture = test::fixture("tiny-qwen3-tied").string();  // bf16
+  const model::Transformer bf16_target = model::Transformer::load(fixture);
+  test::TempDir dir;
+  draft::DrafterInitOptions options;
+  options.block_size = 4;
+  draft::write_random_drafter(bf16_target, draft::make_draft_config(bf16_target.config(), options),
+                              (dir / "dspark").string(), 9);
+  const model::Transformer other = model::Transformer::load(test::fixture("tiny-qwen3-untied").string());
+  for (model::WeightDType dtype : {model::WeightDType::kQ8_0, model::WeightDType::kQ4_0}) {
+    SCOPED_TRACE(model::weight_dtype_name(dtype));
+    model::Transformer target = model::Transformer::load(fixture, {.weight_dtype = dtype});
+    auto drafter = draft::load_drafter("dspark", (dir / "dspark").string(), target, {.max_slots = 1, .capacity = 256,
+                                                                                     .weight_dtype = dtype});
+    const std::vector<int64_t> prompt = {100, 17, 250, 9, 31, 77, 4};
+    const engine::RequestOutcome spec = test::generate(target, drafter.get(), prompt, {.temperature = 0}, 40, {.gamma = 3});
+    EXPECT_EQ(spec.ids, test::greedy(target, prompt, 40));
+    EXPECT_GT(spec.stats.num_drafts, 0);
+  }
+  if (other.config().vocab_size == bf16_target.config().vocab_size &&
+      other.config().hidden_size == bf16_target.config().hidden_size) {
+    model::Transformer other_q8 = model::Transformer::load(test::fixture("tiny-qwen3-untied").string(),
+                                                           {.weight_dtype = model::WeightDType::kQ8_0});
+    EXPECT_THROW(draft::load_drafter("dspark", (dir / "dspark").string(), other_q8, {.max_slots = 1, .capacity = 256}),
+                 Error);
+  }
+}
 
 TEST(Speculative, StopTokenEndsGenerationAndIsNotEmitted) {
   torch::NoGradGuard no_grad;

@@ -59,7 +59,7 @@ TEST(Device, StepCostMetaNamesTheTargetsDevice) {
   torch::NoGradGuard no_grad;
   const std::string dir = test::fixture("tiny-qwen3-tied").string();
   const Transformer target = Transformer::load(dir, {WeightDType::kF32});
-  const schedule::SpsMeta meta = engine::step_cost_meta(dir, target, "", "f32");
+  const schedule::SpsMeta meta = engine::step_cost_meta(dir, target, "");
   EXPECT_EQ(meta.device, device_label(target.device()));
   if (target.device().is_cpu()) {
     EXPECT_EQ(meta.device, "cpu");

@@ -28,9 +28,11 @@ struct GgufCase {
   std::string file;
   double max_abs_diff;  // logits vs llama.cpp's, every position of every case
   bool all_greedy;      // all 16 greedy tokens equal; else the first, where the margin allows
+  WeightDType dtype = WeightDType::kF32;  // kAuto: the file's own precision (F16 natively)
+  WeightDType resolved = WeightDType::kF32;  // what the model reports after loading
 };
 
-void PrintTo(const GgufCase& c, std::ostream* os) { *os << c.file; }
+void PrintTo(const GgufCase& c, std::ostream* os) { *os << c.file << " " << weight_dtype_name(c.dtype); }
 
 // The family's least rounded file: llama.cpp's logits on it are the yardstick for the others.
 std::string reference_file(const std::string& file) { return file.rfind("untied", 0) == 0 ? "untied-f32.gguf" : "k256-f16.gguf"; }
@@ -66,7 +68,8 @@ class GgufLogits : public ::testing::TestWithParam<GgufCase> {};
 TEST_P(GgufLogits, MatchLlamaCpp) {
   torch::NoGradGuard no_grad;
   const GgufCase& param = GetParam();
-  Transformer model = Transformer::load(test::gguf_fixture(param.file).string(), {WeightDType::kF32});
+  Transformer model = Transformer::load(test::gguf_fixture(param.file).string(), {param.dtype});
+  ASSERT_EQ(model.weight_dtype(), param.resolved);
   const nlohmann::json expected = test::gguf_expected(param.file);
   const nlohmann::json reference = test::gguf_expected(reference_file(param.file));
   ASSERT_EQ(expected["cases"].size(), 4u);
@@ -110,9 +113,16 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, GgufLogits,
                                            GgufCase{"k256-q8_0.gguf", 3e-2, false},
                                            GgufCase{"k256-q4_0.gguf", 4e-2, false},
                                            GgufCase{"k256-q6_k.gguf", 4e-2, false},
-                                           GgufCase{"k256-q4_k_m.gguf", 5e-2, false}),
+                                           GgufCase{"k256-q4_k_m.gguf", 5e-2, false},
+                                           // --dtype auto: F16 files run on the f16 kernels (the
+                                           // same values, so the same bounds), BF16 stays bf16
+                                           GgufCase{"untied-f16.gguf", 2e-2, true, WeightDType::kAuto, WeightDType::kF16},
+                                           GgufCase{"k256-f16.gguf", 1.5e-3, true, WeightDType::kAuto, WeightDType::kF16},
+                                           GgufCase{"untied-bf16.gguf", 1.5e-1, false, WeightDType::kAuto, WeightDType::kBF16},
+                                           GgufCase{"untied-f32.gguf", 1e-4, true, WeightDType::kAuto, WeightDType::kF32}),
                          [](const auto& info) {
-                           std::string name = info.param.file.substr(0, info.param.file.size() - 5);
+                           std::string name = info.param.file.substr(0, info.param.file.size() - 5) +
+                                              (info.param.dtype == WeightDType::kAuto ? "_auto" : "");
                            for (char& ch : name) if (ch == '-') ch = '_';
                            return name;
                          });
@@ -145,6 +155,18 @@ TEST(GgufLoader, QuantizedFilesRunNativelyLikeLlamaCpp) {
       if (ids.size() <= 7) EXPECT_LE(ours, 1e-6);
       else EXPECT_LT(ours, dequantized);
     }
+  }
+}
+
+// --dtype auto on GGUF files: Q8_0 / Q4_0 files run on their blocks (their type), K-quant files
+// are dequantized into bf16.
+TEST(GgufLoader, AutoKeepsQuantizedFilesNative) {
+  torch::NoGradGuard no_grad;
+  for (const auto& [file, dtype] : std::vector<std::pair<std::string, WeightDType>>{
+           {"untied-q8_0.gguf", WeightDType::kQ8_0}, {"k256-q4_0.gguf", WeightDType::kQ4_0},
+           {"k256-q4_k_m.gguf", WeightDType::kBF16}}) {
+    const Transformer model = Transformer::load(test::gguf_fixture(file).string());
+    EXPECT_EQ(model.weight_dtype(), dtype) << file;
   }
 }
 

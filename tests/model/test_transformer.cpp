@@ -40,7 +40,7 @@ struct FixtureCase {
 };
 
 void PrintTo(const FixtureCase& c, std::ostream* os) {
-  *os << c.fixture_name << (c.dtype == WeightDType::kF32 ? " f32" : " bf16")
+  *os << c.fixture_name << " " << weight_dtype_name(c.dtype)
       << (c.kernels == Kernels::kTensorOps ? " tensor-ops" : "");
 }
 
@@ -72,10 +72,15 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, FixtureLogits,
                                            FixtureCase{"tiny-qwen3-untied", WeightDType::kF32},
                                            FixtureCase{"tiny-qwen3-tied", WeightDType::kF32, Kernels::kTensorOps},
                                            FixtureCase{"tiny-qwen3-tied", WeightDType::kBF16, Kernels::kTensorOps},
-                                           FixtureCase{"tiny-qwen3-untied", WeightDType::kF32, Kernels::kTensorOps}),
+                                           FixtureCase{"tiny-qwen3-untied", WeightDType::kF32, Kernels::kTensorOps},
+                                           // The tied fixture is bf16, and bf16 -> f16 is exact but for
+                                           // values below f16's normal range (2^-14), rounded by at
+                                           // most 2^-25: f16 natively. (The untied one is f32, which
+                                           // f16 rounds enough to move logits by ~1e-2.)
+                                           FixtureCase{"tiny-qwen3-tied", WeightDType::kF16},
+                                           FixtureCase{"tiny-qwen3-tied", WeightDType::kF16, Kernels::kTensorOps}),
                          [](const auto& info) {
-                           std::string name = info.param.fixture_name + "_" +
-                                              (info.param.dtype == WeightDType::kF32 ? "f32" : "bf16") +
+                           std::string name = info.param.fixture_name + "_" + weight_dtype_name(info.param.dtype) +
                                               (info.param.kernels == Kernels::kTensorOps ? "_tensor_ops" : "");
                            for (char& ch : name) if (ch == '-') ch = '_';
                            return name;
@@ -264,6 +269,94 @@ TEST(Checkpoint, SaveShardsPastTheLimit) {
   Transformer sharded = Transformer::load((dir / "sharded").string(), {WeightDType::kF32});
   const std::vector<int64_t> ids = iota_ids(9, 2, model.config().vocab_size);
   EXPECT_TRUE(torch::equal(all_logits(single, ids), all_logits(sharded, ids)));
+}
+
+// --dtype auto keeps the checkpoint's precision: the bf16 fixture stays bf16, the f32 one f32;
+// saved as f32 or f16 (matrices; norms stay f32) the bf16 one loads as that, with config.json's
+// torch_dtype saying so; an explicit dtype converts.
+TEST(WeightDType, AutoKeepsTheCheckpointsPrecision) {
+  torch::NoGradGuard no_grad;
+  test::TempDir dir;
+  EXPECT_EQ(Transformer::load(fixture("tiny-qwen3-untied").string()).weight_dtype(), WeightDType::kF32);
+  const Transformer bf16 = Transformer::load(fixture("tiny-qwen3-tied").string());
+  EXPECT_EQ(bf16.weight_dtype(), WeightDType::kBF16);
+  EXPECT_EQ(bf16.embedding().scalar_type(), torch::kBFloat16);
+  for (const auto& [dtype, name, type, torch_dtype] :
+       {std::tuple{WeightDType::kF32, "f32", torch::kFloat32, "float32"},
+        std::tuple{WeightDType::kF16, "f16", torch::kFloat16, "float16"}}) {
+    SCOPED_TRACE(name);
+    const std::string out = (dir / name).string();
+    bf16.save(out, dtype);
+    const auto config = nlohmann::json::parse(test::read_text(dir / name / "config.json"));
+    EXPECT_EQ(config["torch_dtype"], torch_dtype);
+    const Transformer loaded = Transformer::load(out);
+    EXPECT_EQ(loaded.weight_dtype(), dtype);
+    EXPECT_EQ(loaded.embedding().scalar_type(), type);
+    for (const auto& [param, tensor] : loaded.named_parameters())
+      EXPECT_EQ(tensor.scalar_type(), tensor.dim() == 2 ? type : torch::kFloat32) << param;
+    EXPECT_EQ(Transformer::load(out, {WeightDType::kBF16}).weight_dtype(), WeightDType::kBF16);
+  }
+  // save(kAuto) writes the model's own precision.
+  Transformer::load((dir / "f16").string()).save((dir / "again").string(), WeightDType::kAuto);
+  EXPECT_EQ(Transformer::load((dir / "again").string()).weight_dtype(), WeightDType::kF16);
+}
+
+// The one rule for checkpoints mixing dtypes: their common dtype, else f32 (which holds them all).
+TEST(WeightDType, CommonDtypeOfMixedMatrices) {
+  using enum WeightDType;
+  EXPECT_EQ(common_weight_dtype({}), kF32);
+  EXPECT_EQ(common_weight_dtype({kF16, kF16}), kF16);
+  EXPECT_EQ(common_weight_dtype({kBF16}), kBF16);
+  EXPECT_EQ(common_weight_dtype({kF16, kBF16}), kF32);
+  EXPECT_EQ(common_weight_dtype({kBF16, kF32, kBF16}), kF32);
+}
+
+// A checkpoint whose matrices are f16 except one bf16 matrix loads in f32 under auto; its 1-D
+// tensors (f32 norms) never count.
+TEST(WeightDType, MixedCheckpointLoadsInF32) {
+  torch::NoGradGuard no_grad;
+  test::TempDir dir;
+  Transformer::load(fixture("tiny-qwen3-untied").string()).save((dir / "f16").string(), WeightDType::kF16);
+  const SafetensorsArchive f16 = SafetensorsArchive::open((dir / "f16").string());
+  EXPECT_EQ(stored_weight_dtype(f16), WeightDType::kF16);
+  std::vector<torch::Tensor> keep;
+  std::vector<TensorToWrite> tensors;
+  for (const auto& [name, view] : f16.views()) {
+    torch::Tensor t = read_tensor(f16, name, view.shape, to_scalar_type(view.dtype));
+    if (name == "model.layers.1.mlp.down_proj.weight") t = t.to(torch::kBFloat16);
+    keep.push_back(t);
+    tensors.push_back({name, t.scalar_type() == torch::kBFloat16 ? DType::kBF16 : view.dtype, view.shape,
+                       t.data_ptr(), static_cast<size_t>(t.numel() * t.element_size())});
+  }
+  std::filesystem::create_directories(dir / "mixed");
+  std::filesystem::copy_file(dir / "f16" / "config.json", dir / "mixed" / "config.json");
+  write_safetensors((dir / "mixed" / "model.safetensors").string(), tensors);
+  EXPECT_EQ(Transformer::load((dir / "mixed").string()).weight_dtype(), WeightDType::kF32);
+}
+
+// A float16 checkpoint (each fixture saved in f16) runs natively under auto: the f16 kernels,
+// embedding and LM head give, on every fixture prompt, the logits of the same checkpoint loaded
+// in f32 up to summation order (<= 1e-5 on the rows path, 1e-4 on libtorch's as elsewhere), and
+// the same 16 greedy tokens.
+TEST(WeightDType, Float16CheckpointRunsLikeF32OfTheSameValues) {
+  torch::NoGradGuard no_grad;
+  for (const std::string name : {"tiny-qwen3-tied", "tiny-qwen3-untied"}) {
+    for (Kernels kernels : {Kernels::kAuto, Kernels::kTensorOps}) {
+      SCOPED_TRACE(name + (kernels == Kernels::kTensorOps ? " tensor-ops" : ""));
+      test::TempDir dir;
+      Transformer::load(fixture(name).string()).save(dir.str(), WeightDType::kF16);
+      Transformer f16 = Transformer::load(dir.str(), {.kernels = kernels});
+      ASSERT_EQ(f16.weight_dtype(), WeightDType::kF16);
+      Transformer f32 = Transformer::load(dir.str(), {.weight_dtype = WeightDType::kF32, .kernels = kernels});
+      const double tolerance = kernels == Kernels::kAuto ? 1e-5 : 1e-4;
+      const auto expected = nlohmann::json::parse(test::read_text(fixture(name) / "expected" / "expected.json"));
+      for (const auto& c : expected["cases"]) {
+        const std::vector<int64_t> ids = c["ids"];
+        EXPECT_LE((all_logits(f16, ids) - all_logits(f32, ids)).abs().max().item<double>(), tolerance) << c["name"];
+        EXPECT_EQ(greedy(f16, ids, 16), greedy(f32, ids, 16)) << c["name"];
+      }
+    }
+  }
 }
 
 // The Llama path (no q/k norm, attention biases, llama3 RoPE scaling, untied head): a ragged step

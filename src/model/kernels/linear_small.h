@@ -13,9 +13,11 @@ namespace dspark::kernels {
 enum class WeightDType {
   kF32,
   kBF16,  // stored as uint16_t: the upper half of an IEEE f32
+  kF16,   // stored as uint16_t: IEEE binary16, widened to f32 in registers (exact, like bf16's
+          // kExact; no Bf16Math applies)
 };
 
-// How bf16 weights are multiplied (f32 weights are unaffected).
+// How bf16 weights are multiplied (f32 and f16 weights are unaffected).
 enum class Bf16Math {
   // Weights widened to f32 in registers, activations kept in f32: the result equals an f32 matmul
   // of the same (bf16-valued) weights up to summation order. The default.
@@ -27,7 +29,7 @@ enum class Bf16Math {
 };
 
 // y[m, n] = x[m, k] @ w[n, k]^T. x, w and y are row-major and contiguous; no alignment needed.
-// w points to float (kF32) or uint16_t (kBF16) elements.
+// w points to float (kF32) or uint16_t (kBF16, kF16) elements.
 void linear_small(const float* x,  // [m, k]
                   int64_t m, int64_t k,
                   const void* w,  // [n, k]

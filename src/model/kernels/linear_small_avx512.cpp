@@ -1,5 +1,5 @@
-// linear_small with AVX-512: f32 weights, and bf16 weights widened to f32 in registers
-// (Bf16Math::kExact). See linear_small_variants.h for why everything here is file-local.
+// linear_small with AVX-512: f32 weights, and bf16 (Bf16Math::kExact) or f16 weights widened to f32
+// in registers. See linear_small_variants.h for why everything here is file-local.
 #include <immintrin.h>
 
 #include "model/kernels/linear_small_avx512_tiles.h"
@@ -43,16 +43,22 @@ struct F32HalfLineWeights : F32Weights {
 __m512 widen_bf16(__m256i bits) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(bits), 16));
 }
+// Every f16 value (subnormals included) is an f32 value; vcvtph2ps converts exactly.
+__m512 widen_f16(__m256i bits) { return _mm512_cvtph_ps(bits); }
 
-struct Bf16ExactWeights : F32Weights {
+// 16-bit weights read 32 bytes at a time and widened to f32 by Widen.
+template <__m512 (*Widen)(__m256i)>
+struct WidenedWeights : F32Weights {
   using WElem = uint16_t;
   static WVec load_w(const uint16_t* w) {
-    return widen_bf16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w)));
+    return Widen(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w)));
   }
   static WVec load_w_tail(const uint16_t* w, int64_t count) {
-    return widen_bf16(_mm256_maskz_loadu_epi16(first_lanes(count), w));
+    return Widen(_mm256_maskz_loadu_epi16(first_lanes(count), w));
   }
 };
+using Bf16ExactWeights = WidenedWeights<widen_bf16>;
+using F16Weights = WidenedWeights<widen_f16>;
 
 struct StoreF32 {
   using Elem = float;
@@ -68,14 +74,12 @@ void pack_x_avx512(const float* x, int64_t m, int64_t k, void* out) {
 }
 
 void columns_avx512(const Problem& p, int64_t n_begin, int64_t n_end) {
-  if (p.w_dtype == WeightDType::kF32) {
-    if (p.m >= kHalfLineRows) {
-      for_each_tile<Avx512Tiles<F32HalfLineWeights>>(p, n_begin, n_end);
-    } else {
-      for_each_tile<Avx512Tiles<F32Weights>>(p, n_begin, n_end);
-    }
-  } else {
-    for_each_tile<Avx512Tiles<Bf16ExactWeights>>(p, n_begin, n_end);
+  switch (p.w_dtype) {
+    case WeightDType::kF32:
+      if (p.m >= kHalfLineRows) return for_each_tile<Avx512Tiles<F32HalfLineWeights>>(p, n_begin, n_end);
+      return for_each_tile<Avx512Tiles<F32Weights>>(p, n_begin, n_end);
+    case WeightDType::kBF16: return for_each_tile<Avx512Tiles<Bf16ExactWeights>>(p, n_begin, n_end);
+    case WeightDType::kF16: return for_each_tile<Avx512Tiles<F16Weights>>(p, n_begin, n_end);
   }
 }
 

@@ -1,9 +1,9 @@
 // linear_small against a double-precision reference, for every ISA variant this CPU supports,
-// both weight dtypes and both bf16 math modes.
+// every weight dtype (f32, bf16, f16) and both bf16 math modes.
 //
 // Errors are measured against the natural scale of a dot product, sum_i |x_i w_i| (a relative
 // error on y itself is meaningless when terms cancel):
-//  - exact modes (f32 weights, bf16 weights widened exactly): only f32 summation differs from the
+//  - exact modes (f32 weights, bf16 and f16 weights widened exactly): only f32 summation differs from the
 //    reference; 16-lane accumulation of k <= ~1000 terms stays around 1e-7..1e-6, so 1e-5 leaves
 //    margin. A kernel that drops or duplicates one term errs by ~1/k of the scale (>= 1e-3 here),
 //    and one that rounds activations to bf16 by ~2^-9 / sqrt(k) (~6e-5 at k = 1029, more for
@@ -24,6 +24,7 @@
 #include "model/kernels/cpu_isa.h"
 #include "model/kernels/kernel_test_util.h"
 #include "model/kernels/linear_small.h"
+#include "model/safetensors.h"
 
 namespace dspark::kernels {
 namespace {
@@ -51,28 +52,44 @@ std::vector<Shape> shapes() {
   return result;
 }
 
-// Weights of one shape in both dtypes; the f32 copy holds the bf16 values exactly, so both
-// dtypes share one reference.
+// Weights of one shape in a 16-bit dtype (bf16 or f16) and in f32; the f32 copy holds the 16-bit
+// values exactly, so both share one reference.
 struct Operands {
-  std::vector<float> x;          // [m, k]
-  std::vector<uint16_t> w_bf16;  // [n, k]
-  std::vector<float> w_f32;      // [n, k], bf16-representable
+  WeightDType narrow = WeightDType::kBF16;  // the dtype of w_16
+  std::vector<float> x;        // [m, k]
+  std::vector<uint16_t> w_16;  // [n, k]
+  std::vector<float> w_f32;    // [n, k], the same values
   // One element of slack in front so the data does not start on a vector boundary.
   const float* x_ptr() const { return x.data() + 1; }
-  const uint16_t* w_bf16_ptr() const { return w_bf16.data() + 1; }
+  const uint16_t* w_16_ptr() const { return w_16.data() + 1; }
   const float* w_f32_ptr() const { return w_f32.data() + 1; }
+  const void* w(WeightDType dtype) const {
+    return dtype == WeightDType::kF32 ? static_cast<const void*>(w_f32_ptr()) : static_cast<const void*>(w_16_ptr());
+  }
 };
 
-Operands make_operands(const Shape& s, uint32_t seed) {
+// f16 weights include values in f16's subnormal range (every 7th one scaled by 2^-16, below
+// 2^-14), which the conversion must widen exactly too.
+Operands make_operands(const Shape& s, uint32_t seed, WeightDType narrow = WeightDType::kBF16) {
   Operands o;
+  o.narrow = narrow;
   o.x = random_floats(static_cast<size_t>(s.m * s.k + 1), -2.0f, 2.0f, seed);
   const std::vector<float> w =
       random_floats(static_cast<size_t>(s.n * s.k + 1), -1.0f, 1.0f, seed + 1);
-  for (float v : w) {
-    o.w_bf16.push_back(f32_to_bf16(v));
-    o.w_f32.push_back(bf16_to_f32(o.w_bf16.back()));
+  for (size_t i = 0; i < w.size(); ++i) {
+    if (narrow == WeightDType::kF16) {
+      o.w_16.push_back(model::f32_to_f16(i % 7 == 3 ? std::ldexp(w[i], -16) : w[i]));
+      o.w_f32.push_back(model::f16_to_f32(o.w_16.back()));
+    } else {
+      o.w_16.push_back(f32_to_bf16(w[i]));
+      o.w_f32.push_back(bf16_to_f32(o.w_16.back()));
+    }
   }
   return o;
+}
+
+const char* dtype_name(WeightDType dtype) {
+  return dtype == WeightDType::kF32 ? "f32" : dtype == WeightDType::kBF16 ? "bf16" : "f16";
 }
 
 struct Reference {
@@ -115,9 +132,7 @@ std::vector<float> run(const Shape& s, const Operands& o, WeightDType dtype) {
   constexpr float kSentinel = 12345.0f;
   constexpr int64_t kGuard = 16;
   std::vector<float> y(static_cast<size_t>(s.m * s.n + kGuard), kSentinel);
-  const void* w = dtype == WeightDType::kF32 ? static_cast<const void*>(o.w_f32_ptr())
-                                             : static_cast<const void*>(o.w_bf16_ptr());
-  linear_small(o.x_ptr(), s.m, s.k, w, dtype, s.n, y.data());
+  linear_small(o.x_ptr(), s.m, s.k, o.w(dtype), dtype, s.n, y.data());
   for (int64_t i = 0; i < kGuard; ++i) EXPECT_EQ(y[s.m * s.n + i], kSentinel) << "wrote past y";
   y.resize(static_cast<size_t>(s.m * s.n));
   return y;
@@ -166,6 +181,46 @@ TEST(LinearSmall, ExactToleranceRejectsBf16Activations) {
   }
 }
 
+// f16 weights, widened exactly in registers, give an f32 matmul of the same f16 values up to
+// summation order: every ISA, every row count 1..64 (all register-tile shapes and their
+// combinations past 8 rows), k with and without 8/16/32-element tails, n past one 48-column block.
+// Bound: kExactTolerance of sum |x_i w_i| (see the top); a wrongly widened element (e.g. a
+// subnormal flushed to zero or bf16-style bit shifting) misses by far more.
+TEST(LinearSmall, F16WeightsEqualF32MatmulOfTheSameValues) {
+  DispatchGuard guard;
+  uint32_t seed = 501;
+  for (int64_t m = 1; m <= 64; ++m) {
+    for (auto [k, n] : {std::pair<int64_t, int64_t>{37, 53}, {64, 50}, {300, 97}}) {
+      const Shape s{m, k, n};
+      const Operands o = make_operands(s, seed += 2, WeightDType::kF16);
+      const Reference exact = reference(s, o, /*round_x=*/false);
+      for (Isa isa : available_isas()) {
+        set_isa(isa);
+        for (Bf16Math math : {Bf16Math::kExact, Bf16Math::kDotBf16}) {  // neither changes f16 math
+          set_bf16_math(math);
+          SCOPED_TRACE(describe(s) + " isa=" + isa_name(isa));
+          const std::vector<float> y_f16 = run(s, o, WeightDType::kF16);
+          ASSERT_LT(max_scaled_error(y_f16, exact), kExactTolerance);
+          ASSERT_LT(max_scaled_error(run(s, o, WeightDType::kF32), exact), kExactTolerance);
+        }
+      }
+    }
+  }
+}
+
+// The f16 operands really hold subnormals and values that bf16 cannot hold, so the test above
+// would notice f16 bits read as bf16 or subnormals flushed.
+TEST(LinearSmall, F16OperandsExerciseSubnormalsAndTheMantissa) {
+  const Operands o = make_operands(Shape{1, 64, 50}, 3, WeightDType::kF16);
+  int subnormal = 0, beyond_bf16 = 0;
+  for (float w : o.w_f32) {
+    subnormal += w != 0 && std::fabs(w) < std::ldexp(1.0f, -14);
+    beyond_bf16 += bf16_to_f32(f32_to_bf16(w)) != w;
+  }
+  EXPECT_GT(subnormal, 64 * 50 / 10);
+  EXPECT_GT(beyond_bf16, 64 * 50 / 2);
+}
+
 // linear_small_accumulate adds into rows ldy apart and leaves the gaps between them alone: the
 // DSpark Markov head adds W2 W1[x] into one slot's logits rows inside a [requests, block, vocab]
 // tensor. y starts at known values y0, so y - y0 must match the reference like linear_small does.
@@ -173,21 +228,20 @@ TEST(LinearSmall, AccumulateAddsIntoStridedRows) {
   DispatchGuard guard;
   constexpr float kGap = -777.0f;
   uint32_t seed = 101;
-  for (const Shape& s : {Shape{1, 32, 1030}, Shape{3, 64, 70}, Shape{9, 17, 131}}) {
-    const Operands o = make_operands(s, seed += 2);
+  for (const Shape& s : {Shape{1, 32, 1030}, Shape{3, 64, 70}, Shape{9, 17, 131}})
+  for (WeightDType narrow : {WeightDType::kBF16, WeightDType::kF16}) {
+    const Operands o = make_operands(s, seed += 2, narrow);
     const Reference exact = reference(s, o, /*round_x=*/false);
     const int64_t ldy = s.n + 5;
     const std::vector<float> y0 = random_floats(static_cast<size_t>(s.m * ldy), -3.0f, 3.0f, seed + 7);
     for (Isa isa : available_isas()) {
       set_isa(isa);
-      for (WeightDType dtype : {WeightDType::kF32, WeightDType::kBF16}) {
-        SCOPED_TRACE(describe(s) + " isa=" + isa_name(isa) + (dtype == WeightDType::kF32 ? " f32" : " bf16"));
+      for (WeightDType dtype : {WeightDType::kF32, narrow}) {
+        SCOPED_TRACE(describe(s) + " isa=" + isa_name(isa) + " " + dtype_name(dtype));
         std::vector<float> y = y0;
         for (int64_t i = 0; i < s.m; ++i)
           for (int64_t j = s.n; j < ldy; ++j) y[i * ldy + j] = kGap;
-        const void* w = dtype == WeightDType::kF32 ? static_cast<const void*>(o.w_f32_ptr())
-                                                   : static_cast<const void*>(o.w_bf16_ptr());
-        linear_small_accumulate(o.x_ptr(), s.m, s.k, w, dtype, s.n, y.data(), ldy, Bf16Math::kExact);
+        linear_small_accumulate(o.x_ptr(), s.m, s.k, o.w(dtype), dtype, s.n, y.data(), ldy, Bf16Math::kExact);
         std::vector<float> added(static_cast<size_t>(s.m * s.n));
         for (int64_t i = 0; i < s.m; ++i) {
           for (int64_t j = 0; j < s.n; ++j) added[i * s.n + j] = y[i * ldy + j] - y0[i * ldy + j];
@@ -224,7 +278,7 @@ TEST(LinearSmall, IndependentOfColumnSplit) {
     std::vector<float> by_column(s.m * s.n);
     for (int64_t j = 0; j < s.n; ++j) {
       std::vector<float> col(s.m);
-      linear_small(o.x_ptr(), s.m, s.k, o.w_bf16_ptr() + j * s.k, WeightDType::kBF16, 1,
+      linear_small(o.x_ptr(), s.m, s.k, o.w_16_ptr() + j * s.k, WeightDType::kBF16, 1,
                    col.data());
       for (int64_t i = 0; i < s.m; ++i) by_column[i * s.n + j] = col[i];
     }
@@ -241,20 +295,19 @@ TEST(LinearSmall, IndependentOfColumnSplit) {
 // gives it two whole 48-column blocks and a partial one.
 TEST(LinearSmall, RowsAreBitwiseIndependentOfBatch) {
   DispatchGuard guard;
-  for (const Shape s : {Shape{9, 333, 70}, Shape{9, 3000, 101}}) {
-    const Operands o = make_operands(s, 11);
+  for (const Shape s : {Shape{9, 333, 70}, Shape{9, 3000, 101}})
+  for (WeightDType narrow : {WeightDType::kBF16, WeightDType::kF16}) {
+    const Operands o = make_operands(s, 11, narrow);
     for (Isa isa : available_isas()) {
       set_isa(isa);
       for (Bf16Math math : {Bf16Math::kExact, Bf16Math::kDotBf16}) {
         set_bf16_math(math);
-        for (WeightDType dtype : {WeightDType::kF32, WeightDType::kBF16}) {
-          SCOPED_TRACE(std::string(isa_name(isa)) + (math == Bf16Math::kExact ? " exact" : " dot"));
+        for (WeightDType dtype : {WeightDType::kF32, narrow}) {
+          SCOPED_TRACE(std::string(isa_name(isa)) + (math == Bf16Math::kExact ? " exact " : " dot ") + dtype_name(dtype));
           const std::vector<float> batch = run(s, o, dtype);
-          const void* w = dtype == WeightDType::kF32 ? static_cast<const void*>(o.w_f32_ptr())
-                                                     : static_cast<const void*>(o.w_bf16_ptr());
           for (int64_t i = 0; i < s.m; ++i) {
             std::vector<float> single(s.n);
-            linear_small(o.x_ptr() + i * s.k, 1, s.k, w, dtype, s.n, single.data());
+            linear_small(o.x_ptr() + i * s.k, 1, s.k, o.w(dtype), dtype, s.n, single.data());
             for (int64_t j = 0; j < s.n; ++j)
               ASSERT_EQ(single[j], batch[i * s.n + j]) << i << "," << j;
           }
