@@ -80,7 +80,7 @@ TEST(BadInput, UnknownDtype) {
   DamagedModel m;
   expect_one_line_error(run_dspark("logits --model " + m.model.string() + " --ids 1 --dtype f8 --out " +
                                    (m.dir / "o").string()),
-                        {"--dtype", "'f8'", "auto, f16, bf16 or f32"});
+                        {"--dtype", "'f8'", "auto, f16, bf16, f32, q8_0 or q4_0"});
   const auto r = run_dspark("logits --model " + m.model.string() + " --ids 1,2 --dtype f16 --out " +
                             (m.dir / "out.f32").string());
   EXPECT_EQ(r.exit_code, 0) << r.err;

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <map>
 
+#include "common/error.h"
 #include "draft/draft_init.h"
 #include "draft/load_drafter.h"
 #include "engine/generate.h"
