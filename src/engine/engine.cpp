@@ -315,20 +315,10 @@ std::vector<RequestOutcome> Engine::step() {
   last_step_.verify_tokens = static_cast<int64_t>(batch.token_ids.size()) - last_step_.prefill_tokens;
   last_step_.draft_seconds = seconds_between(t_draft, t_verify);
   last_step_.seconds = seconds_between(t_start, Clock::now());
-  last_step_.predicted_seconds =
-      predicted_step_seconds(last_step_.drafting_requests, static_cast<int64_t>(batch.token_ids.size()));
+  if (options_.step_cost)
+    last_step_.predicted_seconds =
+        options_.step_cost->step_seconds(last_step_.drafting_requests, static_cast<int64_t>(batch.token_ids.size()));
   return finished;
-}
-
-double Engine::predicted_step_seconds(int64_t drafting_requests, int64_t n_tokens) const {
-  const StepCost* cost = options_.step_cost;
-  if (cost == nullptr || n_tokens < 1 || n_tokens > static_cast<int64_t>(cost->verify_seconds.size())) return 0;
-  double seconds = cost->verify_seconds[static_cast<size_t>(n_tokens - 1)];
-  if (drafting_requests > 0) {
-    if (drafting_requests > static_cast<int64_t>(cost->draft_seconds.size())) return 0;
-    seconds += cost->draft_seconds[static_cast<size_t>(drafting_requests - 1)];
-  }
-  return seconds;
 }
 
 double Engine::kv_cache_usage() const {

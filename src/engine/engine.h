@@ -136,7 +136,6 @@ class Engine {
   void finish(Active& a, const std::string& reason);
   int64_t gamma_of(const Active& a) const;
   double since_submit(const Active& a) const;
-  double predicted_step_seconds(int64_t drafting_requests, int64_t n_tokens) const;
 
   model::Transformer& target_;
   draft::Drafter* drafter_;

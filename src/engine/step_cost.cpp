@@ -17,10 +17,19 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
+double StepCost::draft_cost(int64_t n_requests) const {
+  return n_requests <= 0 || draft_seconds.empty()
+             ? 0.0
+             : draft_seconds[std::min<size_t>(static_cast<size_t>(n_requests), draft_seconds.size()) - 1];
+}
+
+double StepCost::step_seconds(int64_t n_requests, int64_t n_tokens) const {
+  if (n_tokens < 1 || n_tokens > static_cast<int64_t>(verify_seconds.size())) return 0;
+  return draft_cost(n_requests) + verify_seconds[static_cast<size_t>(n_tokens - 1)];
+}
+
 schedule::SpsTable StepCost::sps_for(int64_t n_requests) const {
-  const double draft = n_requests <= 0 || draft_seconds.empty()
-                           ? 0.0
-                           : draft_seconds[std::min<size_t>(n_requests, draft_seconds.size()) - 1];
+  const double draft = draft_cost(n_requests);
   std::vector<double> sps(verify_seconds.size());
   for (size_t b = 0; b < sps.size(); ++b) sps[b] = 1.0 / (draft + verify_seconds[b]);
   return schedule::SpsTable(std::move(sps), meta);

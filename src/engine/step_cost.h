@@ -28,6 +28,10 @@ struct StepCost {
 
   // The SPS table the schedulers read while `n_requests` requests draft (0: no drafting cost).
   schedule::SpsTable sps_for(int64_t n_requests) const;
+  // draft(R) as the schedulers take it: 0 for R = 0 or without a drafter, R clamped to the profile.
+  double draft_cost(int64_t n_requests) const;
+  // draft(R) + verify(B), the step time the schedulers plan with; 0 for a B the profile lacks.
+  double step_seconds(int64_t n_requests, int64_t n_tokens) const;
 
   nlohmann::json to_json() const;
   static StepCost from_json(const nlohmann::json& json, const std::string& source);

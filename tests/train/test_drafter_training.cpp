@@ -296,15 +296,21 @@ train::DrafterTrainOptions options_for(const test::TempDir& dir, const std::stri
   return o;
 }
 
+// The protocol of the short-run tests: one step (into o.out_dir), then the whole run afresh.
+std::pair<train::DrafterTrainResult, train::DrafterTrainResult> first_step_and_full_run(train::DrafterTrainOptions o,
+                                                                                        const test::TempDir& dir) {
+  o.max_steps = 1;
+  train::DrafterTrainResult first = train::train_drafter(o);
+  o.max_steps = 0;
+  o.out_dir = dir / "run2";
+  return {std::move(first), train::train_drafter(o)};
+}
+
 TEST(DrafterTrainer, ShortRunLowersTheLossAndRaisesAcceptance) {
   test::TempDir dir;
   write_data(dir / "data.jsonl", 40);
   train::DrafterTrainOptions o = options_for(dir, "run");
-  o.max_steps = 1;
-  const train::DrafterTrainResult first = train::train_drafter(o);
-  o.max_steps = 0;
-  o.out_dir = dir / "run2";
-  const train::DrafterTrainResult full = train::train_drafter(o);
+  const auto [first, full] = first_step_and_full_run(o, dir);
   ASSERT_GT(full.steps, 12);
   EXPECT_LT(full.valid.loss, 0.8 * first.valid.loss);
   EXPECT_GT(full.valid.tau, first.valid.tau + 0.05);
@@ -325,11 +331,7 @@ TEST(DrafterTrainer, RnnMarkovHeadShortRunLowersTheLoss) {
   write_data(dir / "data.jsonl", 40);
   train::DrafterTrainOptions o = options_for(dir, "run");
   o.init.markov_head = draft::MarkovHead::kRnn;
-  o.max_steps = 1;
-  const train::DrafterTrainResult first = train::train_drafter(o);
-  o.max_steps = 0;
-  o.out_dir = dir / "run2";
-  const train::DrafterTrainResult full = train::train_drafter(o);
+  const auto [first, full] = first_step_and_full_run(o, dir);
   EXPECT_LT(full.valid.loss, 0.8 * first.valid.loss);
   EXPECT_GT(full.valid.tau, first.valid.tau + 0.05);
   const draft::DraftConfig config = draft::DraftConfig::load((full.final_dir / "config.json").string());
@@ -362,11 +364,7 @@ TEST(DrafterTrainer, Eagle3ShortRunLowersTheLossAndRaisesAcceptance) {
   write_data(dir / "data.jsonl", 40);
   train::DrafterTrainOptions o = options_for(dir, "run");
   o.init.method = draft::DraftMethod::kEagle3;
-  o.max_steps = 1;
-  const train::DrafterTrainResult first = train::train_drafter(o);
-  o.max_steps = 0;
-  o.out_dir = dir / "run2";
-  const train::DrafterTrainResult full = train::train_drafter(o);
+  const auto [first, full] = first_step_and_full_run(o, dir);
   EXPECT_LT(full.valid.loss, 0.8 * first.valid.loss);
   EXPECT_GT(full.valid.tau, first.valid.tau + 0.05);
   ASSERT_EQ(full.valid.accept_rate.size(), 4u);

@@ -11,6 +11,7 @@
 #include "model/kernels/column_runs.h"
 #include "model/kernels/cpu_isa.h"
 #include "model/kernels/linear_quant_variants.h"
+#include "model/ggml_quants.h"
 #include "model/safetensors.h"
 
 namespace dspark::kernels {
@@ -120,21 +121,8 @@ void unpack_quant_row(QuantType type, const void* packed, int64_t n, int64_t k, 
 void dequantize_packed_row(QuantType type, const void* packed, int64_t n, int64_t k, int64_t row, float* out) {
   std::vector<uint8_t> blocks(static_cast<size_t>(k / kQuantBlock) * quant_block_bytes(type));
   unpack_quant_row(type, packed, n, k, row, blocks.data());
-  for (int64_t b = 0; b < k / kQuantBlock; ++b) {
-    const uint8_t* block = blocks.data() + b * static_cast<int64_t>(quant_block_bytes(type));
-    uint16_t d_bits = 0;
-    std::memcpy(&d_bits, block, 2);
-    const float d = model::f16_to_f32(d_bits);
-    float* o = out + b * kQuantBlock;
-    if (type == QuantType::kQ8_0) {
-      for (int64_t t = 0; t < kQuantBlock; ++t) o[t] = d * static_cast<float>(static_cast<int8_t>(block[2 + t]));
-    } else {
-      for (int64_t t = 0; t < 16; ++t) {
-        o[t] = d * static_cast<float>((block[2 + t] & 15) - 8);
-        o[t + 16] = d * static_cast<float>((block[2 + t] >> 4) - 8);
-      }
-    }
-  }
+  model::dequantize_row(type == QuantType::kQ8_0 ? model::GgmlType::kQ8_0 : model::GgmlType::kQ4_0, blocks.data(),
+                        out, k);
 }
 
 void linear_quant(const float* x, int64_t m, int64_t k, const void* w, QuantType type, int64_t n, float* y,
