@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <random>
 #include <thread>
 
@@ -73,13 +74,15 @@ TEST(ServeFaults, ErrorsUseTheOpenAiEnvelopeAndStatus) {
 }
 
 TEST(ServeFaults, AFullQueueAnswers503WithRetryAfter) {
-  // One request decodes and one waits; eight long requests sent at once: the rest are refused.
+  // One request decodes and one waits; the rest are refused. The first long request is sent alone
+  // and seen running before the other seven go at once: a request still in the service's inbox
+  // counts as waiting, so eight sent together could leave only one admitted.
   ServerProcess server(test_server_flags(1, {"--max-queue", "1"}));
   constexpr int kRequests = 8;
   std::vector<int> status(kRequests, 0);
   std::vector<std::string> retry_after(kRequests), error_type(kRequests);
   std::vector<std::thread> threads;
-  for (int i = 0; i < kRequests; ++i)
+  const auto send = [&](int i) {
     threads.emplace_back([&, i] {
       httplib::Client c = server.client();
       json body = chat("long story " + std::to_string(i), 450);
@@ -90,6 +93,13 @@ TEST(ServeFaults, AFullQueueAnswers503WithRetryAfter) {
       retry_after[i] = res->get_header_value("Retry-After");
       if (res->status != 200) error_type[i] = json::parse(res->body)["error"]["type"];
     });
+  };
+  send(0);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (server.metric("vllm:num_requests_running").value_or(0) < 1 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_EQ(server.metric("vllm:num_requests_running").value_or(0), 1) << "the first request never started";
+  for (int i = 1; i < kRequests; ++i) send(i);
   for (auto& t : threads) t.join();
   int refused = 0;
   for (int i = 0; i < kRequests; ++i) {
