@@ -32,12 +32,14 @@ void half_rows(const Problem& p, int64_t g, int half, int64_t row) {
   const __m256i low_nibbles = _mm256_set1_epi8(0x0F);
   const __m256i ones = _mm256_set1_epi16(1), sixteens = _mm256_set1_epi16(16);
   __m256 acc[MR];
+#pragma GCC unroll 8
   for (int j = 0; j < MR; ++j) acc[j] = _mm256_setzero_ps();
   for (int64_t b = 0; b < p.blocks; ++b, gb += group_block) {
     const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(gb + 16 * half)));
     const uint8_t* values = gb + kScaleBytes + 32 * half;
     __m256i sum[MR];
     const int8_t* xq[MR];
+#pragma GCC unroll 8
     for (int j = 0; j < MR; ++j) {
       sum[j] = _mm256_set1_epi32(p.xbias[(row + j) * p.blocks + b]);
       xq[j] = p.xq + (row + j) * p.k + b * kQuantBlock;
@@ -48,6 +50,7 @@ void half_rows(const Problem& p, int64_t g, int half, int64_t row) {
       const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(values + word * kSubGroupBytes));
       const __m256i lo = _mm256_and_si256(packed, low_nibbles);
       const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(packed, 4), low_nibbles);
+#pragma GCC unroll 8
       for (int j = 0; j < MR; ++j) {
         const __m256i x = _mm256_set1_epi32(x_word(xq[j], word));
         if constexpr (kType == QuantType::kQ8_0) {
@@ -58,6 +61,7 @@ void half_rows(const Problem& p, int64_t g, int half, int64_t row) {
         }
       }
     }
+#pragma GCC unroll 8
     for (int j = 0; j < MR; ++j) {
       const __m256 scale = _mm256_mul_ps(dw, _mm256_set1_ps(p.xd[(row + j) * p.blocks + b]));
       acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum[j]), scale, acc[j]);
@@ -66,6 +70,7 @@ void half_rows(const Problem& p, int64_t g, int half, int64_t row) {
   const int64_t col = g * kQuantGroupRows + 8 * half;
   const int64_t cols = p.n - col < 8 ? p.n - col : 8;
   if (cols <= 0) return;
+#pragma GCC unroll 8
   for (int j = 0; j < MR; ++j) {
     float* y = p.y + (row + j) * p.ldy + col;
     alignas(32) float out[8];

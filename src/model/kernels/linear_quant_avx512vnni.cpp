@@ -10,6 +10,7 @@ namespace dspark::kernels::linear_quant_detail {
 namespace {
 
 constexpr int kMaxRows = 8;
+constexpr int64_t kPrefetchBlocks = 6;
 
 int32_t x_word(const int8_t* xq, int64_t word) {  // 4 activation bytes as one int32
   int32_t v;
@@ -23,13 +24,21 @@ void group_rows(const Problem& p, int64_t g, int64_t row) {
   const int64_t group_block = group_block_bytes(kType);
   const uint8_t* gb = p.w + g * p.blocks * group_block;
   __m512 acc[MR];
+#pragma GCC unroll 8
   for (int j = 0; j < MR; ++j) acc[j] = _mm512_setzero_ps();
   const __m512i low_nibbles = _mm512_set1_epi8(0x0F);
   for (int64_t b = 0; b < p.blocks; ++b, gb += group_block) {
+    if constexpr (MR > 2) {
+      // With several rows the loop is compute-bound and keeps few loads in flight: fetch the
+      // weights a few blocks ahead so the memory stream overlaps the dot products.
+      const char* ahead = reinterpret_cast<const char*>(gb + kPrefetchBlocks * group_block);
+      for (int64_t line = 0; line < group_block; line += 64) _mm_prefetch(ahead + line, _MM_HINT_T0);
+    }
     const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(gb)));
     const uint8_t* values = gb + kScaleBytes;
     __m512i sum[MR];
     const int8_t* xq[MR];
+#pragma GCC unroll 8
     for (int j = 0; j < MR; ++j) {
       const int64_t block = (row + j) * p.blocks + b;
       sum[j] = _mm512_set1_epi32(p.xbias[block]);
@@ -39,6 +48,7 @@ void group_rows(const Problem& p, int64_t g, int64_t row) {
 #pragma GCC unroll 8
       for (int word = 0; word < 8; ++word) {
         const __m512i w = _mm512_loadu_si512(values + word * kSubGroupBytes);
+#pragma GCC unroll 8
         for (int j = 0; j < MR; ++j) sum[j] = _mm512_dpbusd_epi32(sum[j], w, _mm512_set1_epi32(x_word(xq[j], word)));
       }
     } else {
@@ -47,12 +57,14 @@ void group_rows(const Problem& p, int64_t g, int64_t row) {
         const __m512i packed = _mm512_loadu_si512(values + word * kSubGroupBytes);
         const __m512i lo = _mm512_and_si512(packed, low_nibbles);
         const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(packed, 4), low_nibbles);
+#pragma GCC unroll 8
         for (int j = 0; j < MR; ++j) {
           sum[j] = _mm512_dpbusd_epi32(sum[j], lo, _mm512_set1_epi32(x_word(xq[j], word)));
           sum[j] = _mm512_dpbusd_epi32(sum[j], hi, _mm512_set1_epi32(x_word(xq[j], word + 4)));
         }
       }
     }
+#pragma GCC unroll 8
     for (int j = 0; j < MR; ++j) {
       const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(p.xd[(row + j) * p.blocks + b]));
       acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[j]), scale, acc[j]);
@@ -61,6 +73,7 @@ void group_rows(const Problem& p, int64_t g, int64_t row) {
   const int64_t col = g * kQuantGroupRows;
   const int64_t cols = p.n - col < kQuantGroupRows ? p.n - col : kQuantGroupRows;
   const __mmask16 mask = static_cast<__mmask16>((1u << cols) - 1u);
+#pragma GCC unroll 8
   for (int j = 0; j < MR; ++j) {
     float* y = p.y + (row + j) * p.ldy + col;
     const __m512 out = p.accumulate ? _mm512_add_ps(_mm512_maskz_loadu_ps(mask, y), acc[j]) : acc[j];

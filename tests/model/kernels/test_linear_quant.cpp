@@ -140,6 +140,47 @@ TEST(LinearQuant, VariantsAgreeBitwiseAndRowsAreIndependent) {
   }
 }
 
+// The activations round as llama.cpp's quantize_row_q8_0_ref does (roundf: halves away from zero,
+// values just below a half down): one block whose max is 127 (so 1 / d is exactly 1) holds exact
+// halves of both signs and their float neighbours; the weights are the identity (one 127 per
+// row), so each output is that row's rounded activation times the two f16 scales.
+TEST(LinearQuant, ActivationsRoundHalvesAwayFromZeroLikeLlamaCpp) {
+  DispatchGuard guard;
+  constexpr int64_t k = kQuantBlock, n = kQuantBlock;
+  std::vector<float> x(k);
+  x[0] = 127.0f;
+  for (int64_t t = 1; t < k; ++t) {
+    const float half = static_cast<float>(t / 3) * 4.0f + 0.5f;
+    const float v = t % 3 == 0 ? half : t % 3 == 1 ? std::nextafter(half, 0.0f) : std::nextafter(half, 200.0f);
+    x[t] = t % 2 ? -v : v;
+  }
+  std::vector<float> identity(static_cast<size_t>(n * k), 0.0f);
+  for (int64_t r = 0; r < n; ++r) identity[r * k + r] = 1.0f;
+  std::vector<uint8_t> w_blocks(static_cast<size_t>(n) * quant_block_bytes(QuantType::kQ8_0));
+  model::quantize_row(model::GgmlType::kQ8_0, identity.data(), w_blocks.data(), n * k);
+  std::vector<uint8_t> x_block(quant_block_bytes(QuantType::kQ8_0));
+  model::quantize_row(model::GgmlType::kQ8_0, x.data(), x_block.data(), k);
+  const auto scale = [](const uint8_t* block) {
+    uint16_t bits;
+    std::memcpy(&bits, block, 2);
+    return model::f16_to_f32(bits);
+  };
+  const float dx = scale(x_block.data());
+  const auto* xq = reinterpret_cast<const int8_t*>(x_block.data() + 2);
+  const std::vector<uint8_t> w = packed(QuantType::kQ8_0, w_blocks, n, k);
+  for (Isa isa : available_isas()) {
+    set_isa(isa);
+    std::vector<float> y(n);
+    linear_quant(x.data(), 1, k, w.data(), QuantType::kQ8_0, n, y.data(), n, false);
+    for (int64_t r = 0; r < n; ++r) {
+      const uint8_t* wb = w_blocks.data() + r * quant_block_bytes(QuantType::kQ8_0);
+      const int32_t sum = int32_t{reinterpret_cast<const int8_t*>(wb + 2)[r]} * xq[r];
+      EXPECT_EQ(y[r], static_cast<float>(sum) * (scale(wb) * dx)) << isa_name(isa) << " x=" << x[r];
+      EXPECT_EQ(xq[r], static_cast<int8_t>(std::roundf(x[r]))) << x[r];
+    }
+  }
+}
+
 // accumulate adds into y's rows, ldy apart, and leaves the columns past n alone.
 TEST(LinearQuant, AccumulatesIntoStridedRows) {
   DispatchGuard guard;
