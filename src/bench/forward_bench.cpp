@@ -12,46 +12,6 @@ namespace dspark::bench {
 
 namespace {
 
-std::vector<int64_t> random_ids(int64_t n, int64_t vocab, std::mt19937_64& rng) {
-  std::uniform_int_distribution<int64_t> dist(0, vocab - 1);
-  std::vector<int64_t> ids(n);
-  for (int64_t& id : ids) id = dist(rng);
-  return ids;
-}
-
-// One point of the table: forwards of `n_seqs` sequences x `n_new` tokens over slots that each
-// hold `context` positions; every run is rolled back so all runs see the same context.
-struct PointRunner {
-  ForwardPoint point;
-  model::ForwardBatch batch;
-
-  void run_once(model::Transformer& model, model::KvCache& cache, bool timed) {
-    // On a GPU the clock must wait for the queued work on both sides, or a point's time would hold
-    // the tail of the one before it.
-    model::synchronize(model.device());
-    const auto start = std::chrono::steady_clock::now();
-    model.forward(cache, batch);
-    model::synchronize(model.device());
-    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    for (const model::SeqChunk& seq : batch.seqs) cache.truncate(seq.slot, point.context);
-    if (timed) point.runs_ms.push_back(ms);
-  }
-};
-
-PointRunner make_point(const model::ModelConfig& c, const std::vector<int64_t>& slots, int64_t context,
-                       int64_t n_seqs, int64_t n_new, std::mt19937_64& rng) {
-  PointRunner p;
-  p.point.shape = n_seqs == 1 ? "one_seq" : "batch";
-  p.point.context = context;
-  p.point.n_new = n_seqs == 1 ? n_new : n_seqs;
-  p.batch.token_ids = random_ids(n_seqs * n_new, c.vocab_size, rng);
-  for (int64_t s = 0; s < n_seqs; ++s) {
-    p.batch.seqs.push_back({slots[s], n_new});
-    for (int64_t i = 0; i < n_new; ++i) p.batch.logit_rows.push_back(s * n_new + i);
-  }
-  return p;
-}
-
 // Runs every point once per round (after an untimed call of its own), round after round, so that
 // all points of a context sample the same stretch of time: on a shared machine whose speed drifts
 // by tens of percent over minutes, points timed one after another gave ratios (T(8)/T(1)) that
@@ -101,6 +61,39 @@ double kv_gib(const model::ModelConfig& c, int64_t n_slots, int64_t capacity) {
 }
 
 }  // namespace
+
+std::vector<int64_t> random_ids(int64_t n, int64_t vocab, std::mt19937_64& rng) {
+  std::uniform_int_distribution<int64_t> dist(0, vocab - 1);
+  std::vector<int64_t> ids(n);
+  for (int64_t& id : ids) id = dist(rng);
+  return ids;
+}
+
+void PointRunner::run_once(model::Transformer& model, model::KvCache& cache, bool timed) {
+  // On a GPU the clock must wait for the queued work on both sides, or a point's time would hold
+  // the tail of the one before it.
+  model::synchronize(model.device());
+  const auto start = std::chrono::steady_clock::now();
+  model.forward(cache, batch);
+  model::synchronize(model.device());
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  for (const model::SeqChunk& seq : batch.seqs) cache.truncate(seq.slot, point.context);
+  if (timed) point.runs_ms.push_back(ms);
+}
+
+PointRunner make_point(const model::ModelConfig& c, const std::vector<int64_t>& slots, int64_t context,
+                       int64_t n_seqs, int64_t n_new, std::mt19937_64& rng) {
+  PointRunner p;
+  p.point.shape = n_seqs == 1 ? "one_seq" : "batch";
+  p.point.context = context;
+  p.point.n_new = n_seqs == 1 ? n_new : n_seqs;
+  p.batch.token_ids = random_ids(n_seqs * n_new, c.vocab_size, rng);
+  for (int64_t s = 0; s < n_seqs; ++s) {
+    p.batch.seqs.push_back({slots[s], n_new});
+    for (int64_t i = 0; i < n_new; ++i) p.batch.logit_rows.push_back(s * n_new + i);
+  }
+  return p;
+}
 
 ForwardBenchResult run_forward_bench(model::Transformer& model, const ForwardBenchOptions& options,
                                      const std::function<void(const std::string&)>& progress) {

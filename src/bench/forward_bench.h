@@ -3,6 +3,8 @@
 // autoregressive decode speed.
 #pragma once
 #include <cstdint>
+#include <functional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -48,6 +50,17 @@ struct ForwardBenchResult {
   int64_t weight_bytes = 0;
   std::vector<std::string> skipped;  // points not run, with the reason
 };
+
+// One point of the table: forwards of `n_seqs` sequences x `n_new` tokens over slots that each
+// hold `context` positions; every run is rolled back so all runs see the same context.
+struct PointRunner {
+  ForwardPoint point;
+  model::ForwardBatch batch;
+  void run_once(model::Transformer& model, model::KvCache& cache, bool timed);  // timed: adds to point.runs_ms
+};
+PointRunner make_point(const model::ModelConfig& c, const std::vector<int64_t>& slots, int64_t context,
+                       int64_t n_seqs, int64_t n_new, std::mt19937_64& rng);
+std::vector<int64_t> random_ids(int64_t n, int64_t vocab, std::mt19937_64& rng);
 
 ForwardBenchResult run_forward_bench(model::Transformer& model, const ForwardBenchOptions& options,
                                      const std::function<void(const std::string&)>& progress = {});

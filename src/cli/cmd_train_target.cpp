@@ -4,6 +4,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "cli/cli_common.h"
 #include "cli/commands.h"
 #include "train/target_trainer.h"
 
@@ -46,7 +47,7 @@ void register_eval(CLI::App& app) {
   CLI::App* eval = app.add_subcommand("eval", "evaluation: validation loss");
   eval->require_subcommand(1);
   struct Args {
-    std::string model, corpus;
+    std::string model, corpus, dtype = "f32";
     int64_t seq_len = 512, windows = 0;
   };
   auto a = std::make_shared<Args>();
@@ -55,8 +56,12 @@ void register_eval(CLI::App& app) {
   cmd->add_option("--corpus", a->corpus, "corpus directory (from `dspark data corpus`)")->required();
   cmd->add_option("--seq-len", a->seq_len, "tokens per window")->capture_default_str();
   cmd->add_option("--windows", a->windows, "windows per domain (0: all)")->capture_default_str();
+  // f32 by default, as the trainer validates; another dtype measures what it costs in quality
+  // (a quantized model runs its own kernels here, activations quantized as in decoding).
+  add_dtype_option(cmd, a->dtype);
   cmd->callback([a] {
-    const auto losses = train::evaluate_target(a->model, a->corpus, a->model, a->seq_len, a->windows);
+    const auto losses = train::evaluate_target(a->model, a->corpus, a->model, a->seq_len, a->windows,
+                                               parse_weight_dtype(a->dtype));
     for (const auto& [domain, loss] : losses) std::printf("%-5s %.4f\n", domain.c_str(), loss);
     std::printf("%s\n", nlohmann::json(losses).dump().c_str());
   });

@@ -10,6 +10,7 @@
 
 #include "common/error.h"
 #include "common/json_file.h"
+#include "common/process_memory.h"
 #include "model/kernels/attention_small.h"
 #include "model/kernels/row_ops.h"
 #include "model/blas_check.h"
@@ -158,12 +159,14 @@ Transformer Transformer::load(const std::string& dir, const LoadOptions& options
     model.load_gguf_weights(file);
     if (is_quantized(model.weight_dtype())) model.quantize_weights();
     model.place_weights();
+    release_free_heap();  // the conversion buffers: resident after load is the weights
     return model;
   }
   Transformer model(ModelConfig::load(dir), options);
   model.load_weights(dir);
   if (is_quantized(model.weight_dtype())) model.quantize_weights();
   model.place_weights();
+  release_free_heap();
   return model;
 }
 

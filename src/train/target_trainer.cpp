@@ -216,12 +216,13 @@ TargetTrainResult train_target(const TargetTrainOptions& o) {
 }
 
 std::map<std::string, double> evaluate_target(const fs::path& model_dir, const fs::path& corpus_dir,
-                                              const fs::path& tokenizer_dir, int64_t seq_len, int64_t max_windows) {
+                                              const fs::path& tokenizer_dir, int64_t seq_len, int64_t max_windows,
+                                              model::WeightDType weight_dtype) {
   const tokenizer::Tokenizer tok = tokenizer::Tokenizer::load(tokenizer_dir / "tokenizer.json");
   TokenizedCorpus corpus;
   for_each_record(corpus_dir / "valid.jsonl",
                   [&](Record&& r) { corpus.valid[std::string(domain_name(r.domain))].append(tok, r); });
-  const model::Transformer m = model::Transformer::load(model_dir.string(), {.weight_dtype = model::WeightDType::kF32});
+  const model::Transformer m = model::Transformer::load(model_dir.string(), {.weight_dtype = weight_dtype});
   return validation_loss(m, corpus.valid, seq_len, max_windows);
 }
 

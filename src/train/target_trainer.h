@@ -15,6 +15,8 @@
 #include <map>
 #include <string>
 
+#include "model/transformer.h"
+
 namespace dspark::train {
 
 struct TargetTrainOptions {
@@ -57,6 +59,7 @@ TargetTrainResult train_target(const TargetTrainOptions& options);
 std::map<std::string, double> evaluate_target(const std::filesystem::path& model_dir,
                                               const std::filesystem::path& corpus_dir,
                                               const std::filesystem::path& tokenizer_dir, int64_t seq_len,
-                                              int64_t max_windows);
+                                              int64_t max_windows,
+                                              model::WeightDType weight_dtype = model::WeightDType::kF32);
 
 }  // namespace dspark::train

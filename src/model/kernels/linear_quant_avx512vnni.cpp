@@ -10,7 +10,7 @@ namespace dspark::kernels::linear_quant_detail {
 namespace {
 
 constexpr int kMaxRows = 8;
-constexpr int64_t kPrefetchBlocks = 6;
+constexpr int64_t kPrefetchBlocks = 12;
 
 int32_t x_word(const int8_t* xq, int64_t word) {  // 4 activation bytes as one int32
   int32_t v;
@@ -28,7 +28,7 @@ void group_rows(const Problem& p, int64_t g, int64_t row) {
   for (int j = 0; j < MR; ++j) acc[j] = _mm512_setzero_ps();
   const __m512i low_nibbles = _mm512_set1_epi8(0x0F);
   for (int64_t b = 0; b < p.blocks; ++b, gb += group_block) {
-    if constexpr (MR > 2) {
+    if constexpr (MR > 0) {
       // With several rows the loop is compute-bound and keeps few loads in flight: fetch the
       // weights a few blocks ahead so the memory stream overlaps the dot products.
       const char* ahead = reinterpret_cast<const char*>(gb + kPrefetchBlocks * group_block);
@@ -36,20 +36,25 @@ void group_rows(const Problem& p, int64_t g, int64_t row) {
     }
     const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(gb)));
     const uint8_t* values = gb + kScaleBytes;
-    __m512i sum[MR];
+    // With one or two rows a block's dot products would form one dependent chain per row, bound by
+    // vpdpbusd's latency: the odd words go to a second chain (integer sums, so the result is the same).
+    constexpr int kChains = MR <= 2 ? 2 : 1;
+    __m512i sum[kChains][MR];
     const int8_t* xq[MR];
 #pragma GCC unroll 8
     for (int j = 0; j < MR; ++j) {
       const int64_t block = (row + j) * p.blocks + b;
-      sum[j] = _mm512_set1_epi32(p.xbias[block]);
+      sum[0][j] = _mm512_set1_epi32(p.xbias[block]);
+      if constexpr (kChains == 2) sum[1][j] = _mm512_setzero_si512();
       xq[j] = p.xq + (row + j) * p.k + b * kQuantBlock;
     }
     if constexpr (kType == QuantType::kQ8_0) {
 #pragma GCC unroll 8
       for (int word = 0; word < 8; ++word) {
         const __m512i w = _mm512_loadu_si512(values + word * kSubGroupBytes);
+        __m512i* chain = sum[word % kChains];
 #pragma GCC unroll 8
-        for (int j = 0; j < MR; ++j) sum[j] = _mm512_dpbusd_epi32(sum[j], w, _mm512_set1_epi32(x_word(xq[j], word)));
+        for (int j = 0; j < MR; ++j) chain[j] = _mm512_dpbusd_epi32(chain[j], w, _mm512_set1_epi32(x_word(xq[j], word)));
       }
     } else {
 #pragma GCC unroll 4
@@ -59,15 +64,16 @@ void group_rows(const Problem& p, int64_t g, int64_t row) {
         const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(packed, 4), low_nibbles);
 #pragma GCC unroll 8
         for (int j = 0; j < MR; ++j) {
-          sum[j] = _mm512_dpbusd_epi32(sum[j], lo, _mm512_set1_epi32(x_word(xq[j], word)));
-          sum[j] = _mm512_dpbusd_epi32(sum[j], hi, _mm512_set1_epi32(x_word(xq[j], word + 4)));
+          sum[0][j] = _mm512_dpbusd_epi32(sum[0][j], lo, _mm512_set1_epi32(x_word(xq[j], word)));
+          sum[kChains - 1][j] = _mm512_dpbusd_epi32(sum[kChains - 1][j], hi, _mm512_set1_epi32(x_word(xq[j], word + 4)));
         }
       }
     }
 #pragma GCC unroll 8
     for (int j = 0; j < MR; ++j) {
+      if constexpr (kChains == 2) sum[0][j] = _mm512_add_epi32(sum[0][j], sum[1][j]);
       const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(p.xd[(row + j) * p.blocks + b]));
-      acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[j]), scale, acc[j]);
+      acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[0][j]), scale, acc[j]);
     }
   }
   const int64_t col = g * kQuantGroupRows;

@@ -1,0 +1,107 @@
+#include "bench/dtype_bench.h"
+
+#include <algorithm>
+#include <chrono>
+#include <random>
+
+#include "bench/median.h"
+#include "common/error.h"
+#include "common/process_memory.h"
+#include "model/kv_cache.h"
+
+namespace dspark::bench {
+
+namespace {
+
+// One dtype's model, its cache (one slot prefilled with `context` random tokens) and its points.
+struct Contender {
+  model::Transformer model;
+  model::KvCache cache;
+  std::vector<PointRunner> points;
+  DtypeResult result;
+};
+
+Contender load_contender(const std::string& path, model::WeightDType dtype, const DtypeBenchOptions& o,
+                         int64_t max_b) {
+  const int64_t before = resident_bytes();
+  const auto start = std::chrono::steady_clock::now();
+  model::Transformer model = model::Transformer::load(path, {.weight_dtype = dtype});
+  const double load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  model::KvCache cache = model.make_cache(1, o.context + max_b);
+  const int64_t after = resident_bytes();  // after load, with the cache: before any forward's buffers
+  Contender c{std::move(model), std::move(cache), {}, {}};
+  const int64_t slot = *c.cache.allocate();
+  std::mt19937_64 rng(o.seed);  // every dtype sees the same context and the same new tokens
+  {
+    torch::NoGradGuard no_grad;
+    c.model.prefill(c.cache, slot, random_ids(o.context, c.model.config().vocab_size, rng));
+  }
+  for (int64_t b : o.batch_sizes) c.points.push_back(make_point(c.model.config(), {slot}, o.context, 1, b, rng));
+  c.result.dtype = model::weight_dtype_name(dtype);
+  c.result.held = model::weight_dtype_name(c.model.weight_dtype());
+  c.result.load_seconds = load_seconds;
+  c.result.weight_bytes = c.model.weight_bytes();
+  for (int64_t l = 0; l < c.model.config().n_layers; ++l)
+    c.result.kv_cache_bytes += static_cast<int64_t>(c.cache.keys(l).nbytes() + c.cache.values(l).nbytes());
+  c.result.resident_growth = after - before;
+  c.result.peak_resident = peak_resident_bytes();
+  return c;
+}
+
+}  // namespace
+
+double DtypeResult::step_ms(int64_t b) const {
+  for (const ForwardPoint& p : points)
+    if (p.n_new == b) return p.median_ms;
+  throw Error("bench dtypes: no point B=" + std::to_string(b));
+}
+
+std::vector<double> DtypeResult::step_runs_ms(int64_t b) const {
+  for (const ForwardPoint& p : points)
+    if (p.n_new == b) return p.runs_ms;
+  throw Error("bench dtypes: no point B=" + std::to_string(b));
+}
+
+DtypeBenchResult run_dtype_bench(const std::string& model_path, const DtypeBenchOptions& o,
+                                 const std::function<void(const std::string&)>& progress) {
+  if (o.dtypes.empty()) throw Error("bench dtypes: no dtypes given");
+  if (std::find(o.batch_sizes.begin(), o.batch_sizes.end(), 1) == o.batch_sizes.end())
+    throw Error("bench dtypes: --batch-sizes must hold 1 (the decode step every ratio is taken against)");
+  const int64_t max_b = *std::max_element(o.batch_sizes.begin(), o.batch_sizes.end());
+  DtypeBenchResult result;
+  result.resident_before = resident_bytes();
+  std::vector<Contender> contenders;
+  for (model::WeightDType dtype : o.dtypes) {
+    if (progress) progress("loading " + model_path + " as " + model::weight_dtype_name(dtype));
+    contenders.push_back(load_contender(model_path, dtype, o, max_b));
+  }
+  torch::NoGradGuard no_grad;
+  const int64_t rounds = o.warmup + o.runs;
+  for (int64_t round = 0; round < rounds; ++round) {
+    if (progress)
+      progress("round " + std::to_string(round + 1) + "/" + std::to_string(rounds) + (round < o.warmup ? " (warm-up)" : ""));
+    for (Contender& c : contenders)
+      for (PointRunner& p : c.points) {
+        p.run_once(c.model, c.cache, false);  // as bench forward: an untimed call of the same size first
+        p.run_once(c.model, c.cache, round >= o.warmup);
+      }
+  }
+  for (Contender& c : contenders) {
+    for (PointRunner& p : c.points) {
+      p.point.median_ms = median(p.point.runs_ms);
+      p.point.steps_per_s = 1000.0 / p.point.median_ms;
+      c.result.points.push_back(p.point);
+    }
+    result.dtypes.push_back(std::move(c.result));
+  }
+  const std::vector<double> baseline = result.dtypes.front().step_runs_ms(1);
+  for (const DtypeResult& d : result.dtypes) {
+    const std::vector<double> runs = d.step_runs_ms(1);
+    std::vector<double> ratios;
+    for (size_t i = 0; i < runs.size(); ++i) ratios.push_back(baseline[i] / runs[i]);
+    result.decode_speedup.push_back(median(ratios));
+  }
+  return result;
+}
+
+}  // namespace dspark::bench

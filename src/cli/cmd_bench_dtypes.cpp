@@ -1,0 +1,92 @@
+// dspark bench dtypes: one checkpoint in several weight dtypes, decode and verify steps timed side
+// by side, with each load's time and resident memory.
+#include <cstdio>
+#include <iostream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "bench/dtype_bench.h"
+#include "cli/cli_common.h"
+#include "cli/commands.h"
+#include "model/kernels/cpu_isa.h"
+#include "model/threads.h"
+
+namespace dspark::cli {
+
+namespace {
+
+struct BenchDtypesArgs {
+  std::string model_path;
+  std::vector<std::string> dtypes{"bf16", "q8_0", "q4_0"};
+  bool json = false;
+  bench::DtypeBenchOptions options;
+};
+
+double mb(int64_t bytes) { return static_cast<double>(bytes) / 1e6; }
+
+nlohmann::json to_json(const bench::DtypeBenchResult& r, const bench::DtypeBenchOptions& o) {
+  nlohmann::json dtypes = nlohmann::json::array();
+  for (size_t i = 0; i < r.dtypes.size(); ++i) {
+    const bench::DtypeResult& d = r.dtypes[i];
+    nlohmann::json points = nlohmann::json::array();
+    for (const bench::ForwardPoint& p : d.points)
+      points.push_back({{"B", p.n_new}, {"median_ms", p.median_ms}, {"ratio_to_T1", p.median_ms / d.step_ms(1)},
+                        {"runs_ms", p.runs_ms}});
+    dtypes.push_back({{"dtype", d.dtype}, {"held", d.held}, {"load_seconds", d.load_seconds},
+                      {"weight_bytes", d.weight_bytes}, {"kv_cache_bytes", d.kv_cache_bytes},
+                      {"resident_growth_bytes", d.resident_growth}, {"peak_resident_bytes", d.peak_resident},
+                      {"decode_speedup", r.decode_speedup[i]}, {"points", points}});
+  }
+  return {{"context", o.context}, {"isa", kernels::isa_name()}, {"threads", model::num_threads()},
+          {"resident_before_bytes", r.resident_before}, {"dtypes", dtypes}};
+}
+
+void print_table(const bench::DtypeBenchResult& r, const bench::DtypeBenchOptions& o) {
+  std::printf("context %lld, %d threads, %s; speedup: median over rounds of T1(%s) / T1(dtype), timed back to back\n",
+              static_cast<long long>(o.context), model::num_threads(), kernels::isa_name(), r.dtypes.front().dtype.c_str());
+  std::printf("%-6s %-6s %8s %10s %10s %10s %10s %9s", "dtype", "held", "load_s", "weights_MB", "kv_MB",
+              "rss_MB", "rss/(w+kv)", "T1_ms");
+  for (int64_t b : o.batch_sizes)
+    if (b != 1) std::printf(" %10s", ("T" + std::to_string(b) + "/T1").c_str());
+  std::printf(" %8s\n", "speedup");
+  for (size_t i = 0; i < r.dtypes.size(); ++i) {
+    const bench::DtypeResult& d = r.dtypes[i];
+    std::printf("%-6s %-6s %8.2f %10.1f %10.1f %10.1f %10.3f %9.2f", d.dtype.c_str(), d.held.c_str(), d.load_seconds,
+                mb(d.weight_bytes), mb(d.kv_cache_bytes), mb(d.resident_growth),
+                static_cast<double>(d.resident_growth) / static_cast<double>(d.weight_bytes + d.kv_cache_bytes),
+                d.step_ms(1));
+    for (int64_t b : o.batch_sizes)
+      if (b != 1) std::printf(" %10.3f", d.step_ms(b) / d.step_ms(1));
+    std::printf(" %8.3f\n", r.decode_speedup[i]);
+  }
+  std::printf("resident before the first load %.1f MB; peak %.1f MB\n", mb(r.resident_before),
+              mb(r.dtypes.back().peak_resident));
+}
+
+void run(BenchDtypesArgs& args) {
+  args.options.dtypes.clear();
+  for (const std::string& name : args.dtypes) args.options.dtypes.push_back(parse_weight_dtype(name));
+  auto progress = [](const std::string& what) { std::fprintf(stderr, "bench dtypes: %s\n", what.c_str()); };
+  const bench::DtypeBenchResult result = bench::run_dtype_bench(args.model_path, args.options, progress);
+  if (args.json) std::cout << to_json(result, args.options).dump(2) << "\n";
+  else print_table(result, args.options);
+}
+
+}  // namespace
+
+void register_bench_dtypes(CLI::App& bench) {
+  auto args = std::make_shared<BenchDtypesArgs>();
+  CLI::App* cmd = bench.add_subcommand(
+      "dtypes", "one model in several weight dtypes: decode and verify steps timed side by side, load time and memory");
+  cmd->add_option("--model", args->model_path, "model directory or .gguf file")->required();
+  cmd->add_option("--dtypes", args->dtypes, "weight dtypes, the first the baseline (auto f32 f16 bf16 q8_0 q4_0)")
+      ->capture_default_str();
+  cmd->add_option("--context", args->options.context, "cached positions before each step")->capture_default_str();
+  cmd->add_option("--batch-sizes", args->options.batch_sizes, "new tokens B per step (must hold 1)")->capture_default_str();
+  cmd->add_option("--runs", args->options.runs, "timed rounds (every dtype and B once per round)")->capture_default_str();
+  cmd->add_flag("--json", args->json, "machine-readable output");
+  cmd->callback([args] { run(*args); });
+}
+
+}  // namespace dspark::cli
