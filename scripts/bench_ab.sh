@@ -7,7 +7,9 @@
 # (random for the 0.6B shape: acceptance is meaningless there, the point is the drafting and
 # verifying overhead), then `bench serve` aggregate throughput (dspark-async, 64 new tokens per
 # request) at C = 1, 8, 64. tokens/s is
-# (generated - 1) / (end - first token), computed the same way from either binary's JSON.
+# (generated - 1) / (end - first token), computed the same way from either binary's JSON. Weights
+# are bf16 in both (`--dtype bf16`): binaries from before `--dtype auto` converted every checkpoint
+# to bf16, while auto keeps an f32 one f32 (half the speed, which is no engine difference).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 old=$1 new=$2 runs=${3:-7} serve_runs=${4:-5}
@@ -29,17 +31,23 @@ case_ab() {  # label, generate flags...
   local label=$1; shift
   : > "$out/$label.old"; : > "$out/$label.new"
   for i in $(seq "$runs"); do
-    "$old" generate --prompt-ids "$prompt" --max-tokens 128 --temperature 0 --ignore-eos --json "$@" | rate >> "$out/$label.old"
-    "$new" generate --prompt-ids "$prompt" --max-tokens 128 --temperature 0 --ignore-eos --json "$@" | rate >> "$out/$label.new"
+    # Pairs alternate which binary goes first: the second run of a pair measured ~4% slower on
+    # this VM whichever binary it was, which a fixed order would book as a difference.
+    local first=$old second=$new
+    if [ $((i % 2)) = 1 ]; then first=$new second=$old; fi
+    for b in "$first" "$second"; do
+      "$b" generate --dtype bf16 --prompt-ids "$prompt" --max-tokens 128 --temperature 0 --ignore-eos --json "$@" 2>/dev/null |
+        rate >> "$out/$label.$([ "$b" = "$old" ] && echo old || echo new)"
+    done
   done
   python3 -c "
 import statistics
-o = statistics.median(float(x) for x in open('$out/$label.old'))
-n = statistics.median(float(x) for x in open('$out/$label.new'))
-print(f'| $label | {o:.1f} | {n:.1f} | {n / o:.3f} |')"
+o = [float(x) for x in open('$out/$label.old')]; n = [float(x) for x in open('$out/$label.new')]
+pairs = statistics.median(b / a for a, b in zip(o, n))
+print(f'| $label | {statistics.median(o):.1f} | {statistics.median(n):.1f} | {statistics.median(n) / statistics.median(o):.3f} | {pairs:.3f} |')"
 }
-echo "| single request, tokens/s (median of $runs) | old | new | new / old |"
-echo "|---|---|---|---|"
+echo "| single request, tokens/s (median of $runs) | old | new | new / old | median of pair ratios |"
+echo "|---|---|---|---|---|"
 case_ab default-ar --model models/default
 case_ab default-dspark --model models/default --draft models/tiny-target-8l-dspark
 case_ab big-ar --model "$big"
