@@ -50,15 +50,9 @@ Contender load_contender(const std::string& path, model::WeightDType dtype, cons
 
 }  // namespace
 
-double DtypeResult::step_ms(int64_t b) const {
+const ForwardPoint& DtypeResult::point(int64_t b) const {
   for (const ForwardPoint& p : points)
-    if (p.n_new == b) return p.median_ms;
-  throw Error("bench dtypes: no point B=" + std::to_string(b));
-}
-
-std::vector<double> DtypeResult::step_runs_ms(int64_t b) const {
-  for (const ForwardPoint& p : points)
-    if (p.n_new == b) return p.runs_ms;
+    if (p.n_new == b) return p;
   throw Error("bench dtypes: no point B=" + std::to_string(b));
 }
 
@@ -76,27 +70,16 @@ DtypeBenchResult run_dtype_bench(const std::string& model_path, const DtypeBench
     contenders.push_back(load_contender(model_path, dtype, o, max_b));
   }
   torch::NoGradGuard no_grad;
-  const int64_t rounds = o.warmup + o.runs;
-  for (int64_t round = 0; round < rounds; ++round) {
-    if (progress)
-      progress("round " + std::to_string(round + 1) + "/" + std::to_string(rounds) + (round < o.warmup ? " (warm-up)" : ""));
-    for (Contender& c : contenders)
-      for (PointRunner& p : c.points) {
-        p.run_once(c.model, c.cache, false);  // as bench forward: an untimed call of the same size first
-        p.run_once(c.model, c.cache, round >= o.warmup);
-      }
-  }
+  std::vector<PointSet> sets;
+  for (Contender& c : contenders) sets.push_back({c.model, c.cache, c.points});
+  time_rounds(sets, o.warmup, o.runs, "", progress);
   for (Contender& c : contenders) {
-    for (PointRunner& p : c.points) {
-      p.point.median_ms = median(p.point.runs_ms);
-      p.point.steps_per_s = 1000.0 / p.point.median_ms;
-      c.result.points.push_back(p.point);
-    }
+    for (const PointRunner& p : c.points) c.result.points.push_back(p.point);
     result.dtypes.push_back(std::move(c.result));
   }
-  const std::vector<double> baseline = result.dtypes.front().step_runs_ms(1);
+  const std::vector<double>& baseline = result.dtypes.front().point(1).runs_ms;
   for (const DtypeResult& d : result.dtypes) {
-    const std::vector<double> runs = d.step_runs_ms(1);
+    const std::vector<double>& runs = d.point(1).runs_ms;
     std::vector<double> ratios;
     for (size_t i = 0; i < runs.size(); ++i) ratios.push_back(baseline[i] / runs[i]);
     result.decode_speedup.push_back(median(ratios));

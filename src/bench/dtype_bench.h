@@ -31,8 +31,8 @@ struct DtypeResult {
   int64_t resident_growth = 0;      // resident bytes after load and the cache's allocation, minus before
   int64_t peak_resident = 0;        // the process's peak so far, after this load
   std::vector<ForwardPoint> points;  // one_seq at options.context, one per B
-  double step_ms(int64_t b) const;  // the median of point B
-  std::vector<double> step_runs_ms(int64_t b) const;
+  const ForwardPoint& point(int64_t b) const;  // the point of B new tokens
+  double step_ms(int64_t b) const { return point(b).median_ms; }
 };
 
 struct DtypeBenchResult {

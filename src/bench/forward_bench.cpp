@@ -12,31 +12,6 @@ namespace dspark::bench {
 
 namespace {
 
-// Runs every point once per round (after an untimed call of its own), round after round, so that
-// all points of a context sample the same stretch of time: on a shared machine whose speed drifts
-// by tens of percent over minutes, points timed one after another gave ratios (T(8)/T(1)) that
-// moved with the drift.
-void time_points(model::Transformer& model, model::KvCache& cache, std::vector<PointRunner>& points,
-                 const ForwardBenchOptions& options, const std::function<void(const std::string&)>& progress) {
-  const int64_t rounds = options.warmup + options.runs;
-  for (int64_t round = 0; round < rounds; ++round) {
-    if (progress) {
-      progress("context " + std::to_string(points.front().point.context) + ": round " + std::to_string(round + 1) +
-               "/" + std::to_string(rounds) + (round < options.warmup ? " (warm-up)" : ""));
-    }
-    for (PointRunner& p : points) {
-      // An untimed call of the same size first: timed straight after a larger point, a small one
-      // measures that point's cache and thread wake-up debris rather than its own steady cost.
-      p.run_once(model, cache, false);
-      p.run_once(model, cache, round >= options.warmup);
-    }
-  }
-  for (PointRunner& p : points) {
-    p.point.median_ms = median(p.point.runs_ms);
-    p.point.steps_per_s = 1000.0 / p.point.median_ms;
-  }
-}
-
 // Prefills `ids` into the empty `slot` `runs` times (at least once), rolling back between runs;
 // the last prefill stays in the cache.
 PrefillPoint time_prefills(model::Transformer& model, model::KvCache& cache, int64_t slot,
@@ -95,6 +70,32 @@ PointRunner make_point(const model::ModelConfig& c, const std::vector<int64_t>& 
   return p;
 }
 
+// Every point once per round (after an untimed call of its own), round after round, so that all
+// points sample the same stretch of time: on a shared machine whose speed drifts by tens of
+// percent over minutes, points timed one after another gave ratios (T(8)/T(1)) that moved with
+// the drift.
+void time_rounds(const std::vector<PointSet>& sets, int64_t warmup, int64_t runs, const std::string& label,
+                 const std::function<void(const std::string&)>& progress) {
+  const int64_t rounds = warmup + runs;
+  for (int64_t round = 0; round < rounds; ++round) {
+    if (progress)
+      progress(label + "round " + std::to_string(round + 1) + "/" + std::to_string(rounds) +
+               (round < warmup ? " (warm-up)" : ""));
+    for (const PointSet& set : sets)
+      for (PointRunner& p : set.points) {
+        // An untimed call of the same size first: timed straight after a larger point, a small one
+        // measures that point's cache and thread wake-up debris rather than its own steady cost.
+        p.run_once(set.model, set.cache, false);
+        p.run_once(set.model, set.cache, round >= warmup);
+      }
+  }
+  for (const PointSet& set : sets)
+    for (PointRunner& p : set.points) {
+      p.point.median_ms = median(p.point.runs_ms);
+      p.point.steps_per_s = 1000.0 / p.point.median_ms;
+    }
+}
+
 ForwardBenchResult run_forward_bench(model::Transformer& model, const ForwardBenchOptions& options,
                                      const std::function<void(const std::string&)>& progress) {
   torch::NoGradGuard no_grad;
@@ -122,7 +123,8 @@ ForwardBenchResult run_forward_bench(model::Transformer& model, const ForwardBen
       points.push_back(make_point(c, slots, context, 1, b, rng));
       if (b > 1 && b <= n_slots) points.push_back(make_point(c, slots, context, b, 1, rng));
     }
-    time_points(model, cache, points, options, progress);
+    time_rounds({{model, cache, points}}, options.warmup, options.runs, "context " + std::to_string(context) + ": ",
+                progress);
     for (PointRunner& p : points) result.points.push_back(std::move(p.point));
   }
   for (const ForwardPoint& p : result.points)

@@ -62,6 +62,17 @@ PointRunner make_point(const model::ModelConfig& c, const std::vector<int64_t>& 
                        int64_t n_seqs, int64_t n_new, std::mt19937_64& rng);
 std::vector<int64_t> random_ids(int64_t n, int64_t vocab, std::mt19937_64& rng);
 
+// The points one model runs in its cache.
+struct PointSet {
+  model::Transformer& model;
+  model::KvCache& cache;
+  std::vector<PointRunner>& points;
+};
+// Times every point of every set once per round (warmup untimed rounds, then runs timed ones),
+// then sets each point's median and SPS; progress gets `label` + "round r/R".
+void time_rounds(const std::vector<PointSet>& sets, int64_t warmup, int64_t runs, const std::string& label,
+                 const std::function<void(const std::string&)>& progress);
+
 ForwardBenchResult run_forward_bench(model::Transformer& model, const ForwardBenchOptions& options,
                                      const std::function<void(const std::string&)>& progress = {});
 

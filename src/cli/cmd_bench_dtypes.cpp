@@ -16,11 +16,17 @@ namespace dspark::cli {
 
 namespace {
 
+std::vector<std::string> names(const std::vector<model::WeightDType>& dtypes) {
+  std::vector<std::string> out;
+  for (model::WeightDType d : dtypes) out.push_back(model::weight_dtype_name(d));
+  return out;
+}
+
 struct BenchDtypesArgs {
   std::string model_path;
-  std::vector<std::string> dtypes{"bf16", "q8_0", "q4_0"};
   bool json = false;
   bench::DtypeBenchOptions options;
+  std::vector<std::string> dtypes = names(options.dtypes);
 };
 
 double mb(int64_t bytes) { return static_cast<double>(bytes) / 1e6; }

@@ -195,6 +195,7 @@ void Transformer::load_gguf_weights(const GgufFile& f) {
                         {name("attn_k.weight"), kv_dim, permuted ? c.n_kv_heads : 0},
                         {name("attn_v.weight"), kv_dim}},
                        c.hidden_size);
+    layer.o_proj = linear({{name("attn_output.weight"), c.hidden_size}}, q_dim);
     if (c.attention_bias) {
       layer.qkv.bias = torch::cat({read_vector(f, name("attn_q.bias"), q_dim, permuted ? c.n_heads : 0),
                                    read_vector(f, name("attn_k.bias"), kv_dim, permuted ? c.n_kv_heads : 0),
@@ -205,9 +206,6 @@ void Transformer::load_gguf_weights(const GgufFile& f) {
       layer.q_norm = read_vector(f, name("attn_q_norm.weight"), c.head_dim);
       layer.k_norm = read_vector(f, name("attn_k_norm.weight"), c.head_dim);
     }
-    const torch::Tensor o_bias = layer.o_proj.bias;
-    layer.o_proj = linear({{name("attn_output.weight"), c.hidden_size}}, q_dim);
-    layer.o_proj.bias = o_bias;
     layer.post_norm = read_vector(f, name("ffn_norm.weight"), c.hidden_size);
     layer.gate_up =
         linear({{name("ffn_gate.weight"), c.intermediate_size}, {name("ffn_up.weight"), c.intermediate_size}}, c.hidden_size);

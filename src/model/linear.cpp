@@ -47,10 +47,6 @@ torch::Tensor Linear::forward(const torch::Tensor& x) const {
   return bias.defined() ? torch::linear(x, w, bias) : torch::linear(x, w);
 }
 
-}  // namespace dspark::model
-
-namespace dspark::model {
-
 void Linear::quantize(kernels::QuantType type, const std::string& name) {
   quantized = QuantizedWeight::quantize(weight, type, name);
   weight = torch::Tensor();

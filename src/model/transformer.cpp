@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -153,20 +154,15 @@ Transformer::Transformer(ModelConfig config, const LoadOptions& options)
 
 Transformer Transformer::load(const std::string& dir, const LoadOptions& options) {
   warn_if_reference_blas();
-  if (is_gguf_path(dir)) {
-    const GgufFile file = GgufFile::open(dir);
-    Transformer model(gguf_model_config(file), options);
-    model.load_gguf_weights(file);
-    if (is_quantized(model.weight_dtype())) model.quantize_weights();
-    model.place_weights();
-    release_free_heap();  // the conversion buffers: resident after load is the weights
-    return model;
-  }
-  Transformer model(ModelConfig::load(dir), options);
-  model.load_weights(dir);
+  std::optional<GgufFile> gguf;
+  if (is_gguf_path(dir)) gguf.emplace(GgufFile::open(dir));
+  Transformer model(gguf ? gguf_model_config(*gguf) : ModelConfig::load(dir), options);
+  if (gguf) model.load_gguf_weights(*gguf);
+  else model.load_weights(dir);
+  gguf.reset();  // the file's mapping
   if (is_quantized(model.weight_dtype())) model.quantize_weights();
   model.place_weights();
-  release_free_heap();
+  release_free_heap();  // the conversion buffers: resident after load is the weights
   return model;
 }
 

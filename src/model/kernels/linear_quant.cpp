@@ -138,10 +138,14 @@ void linear_quant(const float* x, int64_t m, int64_t k, const void* w, QuantType
   if (m == 0 || n == 0) return;
   DSPARK_ASSERT(x != nullptr && w != nullptr && y != nullptr);
   const int64_t blocks = k / kQuantBlock;
-  // Per call: m * k bytes and 8 bytes per block of x, small next to the weights.
-  std::vector<int8_t> xq(static_cast<size_t>(m * k));
-  std::vector<float> xd(static_cast<size_t>(m * blocks));
-  std::vector<int32_t> xbias(static_cast<size_t>(m * blocks));
+  // m * k bytes and 8 bytes per block of x, kept per thread across calls: a 64-row prefill piece's
+  // would otherwise be a fresh mapping (and its page faults) on every call.
+  thread_local std::vector<int8_t> xq;
+  thread_local std::vector<float> xd;
+  thread_local std::vector<int32_t> xbias;
+  xq.resize(static_cast<size_t>(m * k));
+  xd.resize(static_cast<size_t>(m * blocks));
+  xbias.resize(static_cast<size_t>(m * blocks));
   const int32_t offset = stored_offset(type) != 0 ? 128 : 8;
   for (int64_t i = 0; i < m * blocks; ++i) {
     int8_t* q = xq.data() + i * kQuantBlock;
