@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "bench/printf_string.h"
 #include "plot/svg_chart.h"
 
 namespace dspark::bench {
@@ -12,14 +13,6 @@ namespace {
 
 double tau(const AcceptCell& c) { return c.stats.acceptance_length(); }
 double drafts_per_step(const AcceptCell& c) { return c.stats.drafts_per_step(); }
-
-// printf into a std::string.
-template <class... Args>
-std::string format(const char* fmt, Args... args) {
-  std::string out(static_cast<size_t>(std::snprintf(nullptr, 0, fmt, args...)), '\0');
-  std::snprintf(out.data(), out.size() + 1, fmt, args...);
-  return out;
-}
 
 }  // namespace
 
@@ -44,29 +37,29 @@ double AcceptReport::macro_conditional(const std::string& drafter, int64_t k) co
 }
 
 std::string AcceptReport::markdown() const {
-  std::string s = format("Acceptance length tau (bonus included), T = %.2f, gamma = %lld, max %lld tokens", options.temperature,
+  std::string s = printf_string("Acceptance length tau (bonus included), T = %.2f, gamma = %lld, max %lld tokens", options.temperature,
                          static_cast<long long>(options.gamma), static_cast<long long>(options.max_tokens));
-  if (limit > 0) s += format(", first %lld prompts per file", static_cast<long long>(limit));
+  if (limit > 0) s += printf_string(", first %lld prompts per file", static_cast<long long>(limit));
   s += "\n\n| drafter |";
-  for (const std::string& f : files) s += format(" %s |", fs::path(f).stem().c_str());
+  for (const std::string& f : files) s += printf_string(" %s |", fs::path(f).stem().c_str());
   s += " macro tau | drafts/proposal |\n|---|";
   for (size_t i = 0; i < files.size() + 2; ++i) s += "---|";
   s += "\n";
   for (const std::string& d : drafters) {
-    s += format("| %s |", d.c_str());
+    s += printf_string("| %s |", d.c_str());
     for (const std::string& f : files)
       for (const AcceptCell& c : cells)
-        if (c.drafter == d && c.file == f && c.threshold == 0) s += format(" %.3f |", tau(c));
-    s += format(" %.3f | %.2f |\n", macro(d, 0, tau), macro(d, 0, drafts_per_step));
+        if (c.drafter == d && c.file == f && c.threshold == 0) s += printf_string(" %.3f |", tau(c));
+    s += printf_string(" %.3f | %.2f |\n", macro(d, 0, tau), macro(d, 0, drafts_per_step));
   }
   s += "\nConditional acceptance per position (macro over files)\n\n| drafter |";
-  for (int64_t k = 0; k < options.gamma; ++k) s += format(" %lld |", static_cast<long long>(k + 1));
+  for (int64_t k = 0; k < options.gamma; ++k) s += printf_string(" %lld |", static_cast<long long>(k + 1));
   s += "\n|---|";
   for (int64_t k = 0; k < options.gamma; ++k) s += "---|";
   s += "\n";
   for (const std::string& d : drafters) {
-    s += format("| %s |", d.c_str());
-    for (int64_t k = 0; k < options.gamma; ++k) s += format(" %.3f |", macro_conditional(d, k));
+    s += printf_string("| %s |", d.c_str());
+    for (int64_t k = 0; k < options.gamma; ++k) s += printf_string(" %.3f |", macro_conditional(d, k));
     s += "\n";
   }
   return s;

@@ -97,6 +97,12 @@ nlohmann::json stats_json(const engine::RequestStats& s) {
           {"conditional_acceptance", s.conditional_accept_rate()}};
 }
 
+std::string drafter_label(const std::string& dir, const draft::Drafter& drafter) {
+  const std::filesystem::path path(dir);
+  return path.filename() == "model" ? path.parent_path().filename().string() + "/" + drafter.method()
+                                    : path.filename().string();
+}
+
 int64_t resolve_gamma(const std::optional<int64_t>& flag, const draft::Drafter& drafter) {
   const int64_t limit = drafter.max_gamma();
   const int64_t gamma = flag.value_or(limit > 0 ? limit : 7);

@@ -39,6 +39,10 @@ std::vector<int32_t> known_ids(const tokenizer::Tokenizer& tok, const std::vecto
 // A request's statistics as the CLI prints them: the counters (vLLM's names) and their ratios.
 nlohmann::json stats_json(const engine::RequestStats& stats);
 
+// A drafter's name in benchmark tables: its directory's name (a training run's model/ folder is
+// named by the run, e.g. "drafter-20l/dspark").
+std::string drafter_label(const std::string& dir, const draft::Drafter& drafter);
+
 // --gamma, defaulting to the drafter's largest proposal (its block size), else 7; throws if the
 // drafter cannot propose that many.
 int64_t resolve_gamma(const std::optional<int64_t>& flag, const draft::Drafter& drafter);

@@ -10,6 +10,7 @@ void register_bench(CLI::App& app) {
   register_bench_tokenizer(*bench);
   register_bench_draft(*bench);
   register_bench_accept(*bench);
+  register_bench_speedup(*bench);
   register_bench_serve(*bench);
 }
 

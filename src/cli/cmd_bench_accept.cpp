@@ -1,7 +1,6 @@
 // dspark bench accept: acceptance of one or more drafters on prompt files (DeepSpec's protocol,
 // bench/accept_bench.h), as one table (Markdown, or JSON with --json) and, with --plot-dir, the
 // plots of bench/accept_report.h.
-#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -18,19 +17,12 @@
 namespace dspark::cli {
 namespace {
 
-namespace fs = std::filesystem;
-
 struct BenchAcceptArgs {
   std::string target_dir, drafts, prompts, prompt_format = "auto", plot_dir, thresholds, dtype = "auto", json_out;
   int64_t limit = 0;
   bool json = false;
   bench::AcceptOptions options;
 };
-
-std::string drafter_label(const std::string& dir, const draft::Drafter& d) {
-  return fs::path(dir).filename().string() == "model" ? fs::path(dir).parent_path().filename().string() + "/" + d.method()
-                                                       : fs::path(dir).filename().string();
-}
 
 void run(BenchAcceptArgs a) {
   const std::string dir = a.target_dir.empty() ? default_model_dir() : a.target_dir;

@@ -25,6 +25,7 @@ void register_bench_dtypes(CLI::App& bench);
 void register_bench_tokenizer(CLI::App& bench);
 void register_bench_draft(CLI::App& bench);
 void register_bench_accept(CLI::App& bench);
+void register_bench_speedup(CLI::App& bench);
 void register_bench_serve(CLI::App& bench);
 
 // train subcommands, registered on the `train` app by register_train

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
+#include "expect_error.h"
 #include "test_util.h"
 
 namespace dspark {
@@ -34,11 +35,7 @@ struct DamagedModel {
   }
 };
 
-void expect_one_line_error(const test::CommandResult& r, const std::vector<std::string>& fragments) {
-  EXPECT_EQ(r.exit_code, 1) << "stderr: " << r.err;
-  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "stderr: " << r.err;
-  for (const std::string& f : fragments) EXPECT_NE(r.err.find(f), std::string::npos) << "'" << f << "' not in: " << r.err;
-}
+using test::expect_one_line_error;
 
 TEST(BadInput, GoodModelWorks) {  // the control: the undamaged copy succeeds
   DamagedModel m;

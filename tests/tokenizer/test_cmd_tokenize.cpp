@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "expect_error.h"
 #include "test_util.h"
 
 namespace dspark {
@@ -14,12 +15,7 @@ using test::run_dspark;
 
 const std::string kQwen3 = fixture("qwen3-tokenizer").string();
 
-void expect_one_line_error(const test::CommandResult& r, const std::vector<std::string>& fragments) {
-  EXPECT_EQ(r.exit_code, 1) << "stderr: " << r.err;
-  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "stderr: " << r.err;
-  for (const std::string& f : fragments)
-    EXPECT_NE(r.err.find(f), std::string::npos) << "'" << f << "' not in: " << r.err;
-}
+using test::expect_one_line_error;
 
 TEST(CmdTokenize, TextPrintsOneIdsLine) {
   const auto r = run_dspark("tokenize --tokenizer " + kQwen3 + " --text 'Hello, world!'");
