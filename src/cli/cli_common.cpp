@@ -117,12 +117,15 @@ int64_t drafter_capacity(int64_t request_positions) {
 
 engine::StepCost load_or_profile_step_cost(const std::string& sps_file, model::Transformer& target,
                                            draft::Drafter* drafter, const std::string& model_dir,
-                                           const std::string& draft_dir, int64_t max_requests, int64_t gamma) {
+                                           const std::string& draft_dir, int64_t max_requests, int64_t gamma,
+                                           int64_t context) {
   if (!sps_file.empty()) return engine::StepCost::load(sps_file);
   const schedule::SpsMeta meta = engine::step_cost_meta(model_dir, target, draft_dir);
-  return engine::cached_step_cost(engine::default_cache_dir(), target, drafter,
-                                  {.max_requests = max_requests, .gamma = gamma}, meta);
+  engine::ProfileOptions options{.max_requests = max_requests, .gamma = gamma};
+  if (context > 0) options.context = context;
+  return engine::cached_step_cost(engine::default_cache_dir(), target, drafter, options, meta);
 }
+
 
 void PromptArgs::add_to(CLI::App* cmd) {
   cmd->add_option("--prompt", prompt, "prompt text");

@@ -54,10 +54,12 @@ int64_t drafter_capacity(int64_t request_positions);
 
 // The step-cost profile the dspark-sync / dspark-async schedules need: `sps_file` if given, else
 // the profile cached for this model, drafter, machine and the target's weight dtype (measured and
-// saved on first use, with progress). max_requests: the largest concurrency it must cover.
+// saved on first use, with progress). max_requests: the largest concurrency it must cover;
+// context: the cached positions a typical step attends to (0: the profile's default, 256).
 engine::StepCost load_or_profile_step_cost(const std::string& sps_file, model::Transformer& target,
                                            draft::Drafter* drafter, const std::string& model_dir,
-                                           const std::string& draft_dir, int64_t max_requests, int64_t gamma);
+                                           const std::string& draft_dir, int64_t max_requests, int64_t gamma,
+                                           int64_t context = 0);
 
 // --prompt TEXT | --prompt-ids IDS, with --chat.
 struct PromptArgs {

@@ -77,8 +77,9 @@ void run_bench_serve(const BenchServeArgs& a) {
                                    .weight_dtype = parse_weight_dtype(a.dtype)});
     o.gamma = resolve_gamma(o.gamma, *drafter);
   }
-  const engine::StepCost cost =
-      load_or_profile_step_cost(a.sps_file, target, drafter.get(), dir, a.draft_dir, max_c, o.gamma);
+  // Profiled at this workload's typical context: a step's cost grows with the positions it attends to.
+  const engine::StepCost cost = load_or_profile_step_cost(a.sps_file, target, drafter.get(), dir, a.draft_dir, max_c,
+                                                          o.gamma, engine::typical_context(prompts, o.max_tokens));
   std::ofstream step_log;
   if (!a.step_log.empty()) {
     step_log.open(a.step_log);

@@ -316,8 +316,8 @@ std::vector<RequestOutcome> Engine::step() {
   last_step_.draft_seconds = seconds_between(t_draft, t_verify);
   last_step_.seconds = seconds_between(t_start, Clock::now());
   if (options_.step_cost)
-    last_step_.predicted_seconds =
-        options_.step_cost->step_seconds(last_step_.drafting_requests, static_cast<int64_t>(batch.token_ids.size()));
+    last_step_.predicted_seconds = options_.step_cost->step_seconds(
+        last_step_.drafting_requests, static_cast<int64_t>(batch.token_ids.size()), static_cast<int64_t>(batch.seqs.size()));
   return finished;
 }
 

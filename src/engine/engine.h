@@ -66,8 +66,8 @@ struct StepTiming {
   int64_t prefill_tokens = 0;     // prompt tokens prefilled in the same forward
   double draft_seconds = 0;       // the gate and the drafting call
   double seconds = 0;             // the whole step, admission to release
-  double predicted_seconds = 0;   // draft(R) + verify(verify + prefill tokens); 0 without a profile
-                                  // or past its range
+  double predicted_seconds = 0;   // draft(R) + verify(verify + prefill tokens, over the step's
+                                  // requests); 0 without a profile or past its range
 };
 
 class Engine {

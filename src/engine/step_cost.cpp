@@ -4,12 +4,17 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <ctime>
+#include <optional>
+#include <set>
+#include <span>
 
 #include "common/error.h"
 #include "common/json_file.h"
 #include "common/progress.h"
+#include "sampling/verify.h"
 
 namespace dspark::engine {
 
@@ -23,15 +28,44 @@ double StepCost::draft_cost(int64_t n_requests) const {
              : draft_seconds[std::min<size_t>(static_cast<size_t>(n_requests), draft_seconds.size()) - 1];
 }
 
-double StepCost::step_seconds(int64_t n_requests, int64_t n_tokens) const {
+int64_t StepCost::measured_requests(int64_t n_tokens) const { return (n_tokens + gamma) / (gamma + 1); }
+
+// (plain(n) - verify(n)) over the n - ceil(n / (gamma + 1)) requests the plain step has more; n is
+// clamped to the profile, and a negative difference (noise) counts as 0.
+double StepCost::per_request_seconds(int64_t n_requests) const {
+  const auto n = std::min<int64_t>(n_requests, static_cast<int64_t>(plain_verify_seconds.size()));
+  if (n < 2 || n > static_cast<int64_t>(verify_seconds.size())) return 0.0;
+  const int64_t extra = n - measured_requests(n);
+  if (extra <= 0) return 0.0;
+  const auto i = static_cast<size_t>(n - 1);
+  return std::max(0.0, plain_verify_seconds[i] - verify_seconds[i]) / static_cast<double>(extra);
+}
+
+double StepCost::verify_cost(int64_t n_tokens, int64_t n_requests) const {
   if (n_tokens < 1 || n_tokens > static_cast<int64_t>(verify_seconds.size())) return 0;
-  return draft_cost(n_requests) + verify_seconds[static_cast<size_t>(n_tokens - 1)];
+  const int64_t extra = std::max<int64_t>(0, n_requests - measured_requests(n_tokens));
+  return verify_seconds[static_cast<size_t>(n_tokens - 1)] + static_cast<double>(extra) * per_request_seconds(n_requests);
+}
+
+double StepCost::plain_cost(int64_t n_requests) const {
+  if (n_requests >= 1 && n_requests <= static_cast<int64_t>(plain_verify_seconds.size()))
+    return plain_verify_seconds[static_cast<size_t>(n_requests - 1)];
+  return verify_cost(n_requests, n_requests);
+}
+
+double StepCost::step_seconds(int64_t n_drafting, int64_t n_tokens, int64_t n_requests) const {
+  if (n_drafting == 0 && n_tokens == n_requests) return plain_cost(n_requests);
+  const double verify = verify_cost(n_tokens, n_requests);
+  return verify > 0 ? draft_cost(n_drafting) + verify : 0.0;
 }
 
 schedule::SpsTable StepCost::sps_for(int64_t n_requests) const {
   const double draft = draft_cost(n_requests);
   std::vector<double> sps(verify_seconds.size());
-  for (size_t b = 0; b < sps.size(); ++b) sps[b] = 1.0 / (draft + verify_seconds[b]);
+  for (size_t b = 0; b < sps.size(); ++b) {
+    const auto B = static_cast<int64_t>(b) + 1;
+    sps[b] = 1.0 / (n_requests > 0 ? draft + verify_cost(B, n_requests) : plain_cost(B));
+  }
   return schedule::SpsTable(std::move(sps), meta);
 }
 
@@ -39,7 +73,8 @@ json StepCost::to_json() const {
   return {{"format", "dspark-step-cost"}, {"version", 1},
           {"sps_meta", schedule::SpsTable({1.0}, meta).to_json()},
           {"context", context}, {"gamma", gamma},
-          {"verify_seconds", verify_seconds}, {"draft_seconds", draft_seconds}};
+          {"verify_seconds", verify_seconds}, {"plain_verify_seconds", plain_verify_seconds},
+          {"draft_seconds", draft_seconds}};
 }
 
 StepCost StepCost::from_json(const json& j, const std::string& source) {
@@ -49,12 +84,13 @@ StepCost StepCost::from_json(const json& j, const std::string& source) {
     c.meta = schedule::SpsTable::from_json(j.at("sps_meta"), source).meta();
     c.context = j.at("context").get<int64_t>();
     c.gamma = j.at("gamma").get<int64_t>();
+    if (c.gamma < 0) throw Error(source + ": gamma must be >= 0");
     c.verify_seconds = j.at("verify_seconds").get<std::vector<double>>();
+    c.plain_verify_seconds = j.value("plain_verify_seconds", std::vector<double>());
     c.draft_seconds = j.at("draft_seconds").get<std::vector<double>>();
-    for (double s : c.verify_seconds)
-      if (!(s > 0)) throw Error(source + ": verify_seconds must be > 0");
-    for (double s : c.draft_seconds)
-      if (!(s > 0)) throw Error(source + ": draft_seconds must be > 0");
+    for (const auto* curve : {&c.verify_seconds, &c.plain_verify_seconds, &c.draft_seconds})
+      for (double s : *curve)
+        if (!(s > 0)) throw Error(source + ": every measured time must be > 0");
     if (c.verify_seconds.empty()) throw Error(source + ": verify_seconds is empty");
     return c;
   } catch (const json::exception& e) {
@@ -94,86 +130,224 @@ std::vector<int64_t> split_tokens(int64_t n_tokens, int64_t n_requests) {
   return n;
 }
 
+// The profile's target side: cached contexts in `slots`, and one verify step as the engine runs
+// it (forward, captured features, each request's rejection sampling at T = 1 of its drafts
+// against one-hot draft distributions, then the cache cut back to the context).
+class VerifyBench {
+ public:
+  // One step's tokens: request r sends its anchor and shares[r] - 1 drafts.
+  struct Point {
+    model::ForwardBatch batch;
+    std::vector<torch::Tensor> draft_probs;  // per request: [drafts, vocab] one-hot (undefined: none)
+  };
+
+  VerifyBench(model::Transformer& target, const ProfileOptions& o, const std::vector<int64_t>& layers)
+      : target_(target), context_(o.context), layers_(layers),
+        cache_(target.make_cache(o.max_requests, o.context + o.gamma + 2)) {
+    const int64_t vocab = target.config().vocab_size;
+    for (int64_t i = 0; i < o.context; ++i) context_ids_.push_back((i * 7919 + 13) % vocab);
+    for (int64_t r = 0; r < o.max_requests; ++r) {
+      slots_.push_back(*cache_.allocate());
+      const model::ForwardOutput out = target.forward(cache_, {context_ids_, {{slots_.back(), o.context}}, {}, layers, false});
+      if (r == 0) context_features_ = layers.empty() ? torch::empty({o.context, 0}) : out.captured_features();
+    }
+    rngs_.resize(static_cast<size_t>(o.max_requests));
+  }
+
+  Point point(const std::vector<int64_t>& shares) const {
+    Point p;
+    model::ForwardBatch& b = p.batch;
+    for (size_t r = 0; r < shares.size(); ++r) {
+      b.seqs.push_back({slots_[r], shares[r]});
+      for (int64_t i = 0; i < shares[r]; ++i) {
+        b.token_ids.push_back(context_ids_[(r + static_cast<size_t>(i)) % context_ids_.size()]);
+        b.logit_rows.push_back(static_cast<int64_t>(b.logit_rows.size()));
+      }
+      torch::Tensor q;
+      if (shares[r] > 1) {
+        q = torch::zeros({shares[r] - 1, target_.config().vocab_size});
+        for (int64_t k = 1; k < shares[r]; ++k) q[k - 1][b.token_ids[b.token_ids.size() - shares[r] + k]] = 1.0f;
+      }
+      p.draft_probs.push_back(q);
+    }
+    b.capture_layers = layers_;
+    return p;
+  }
+
+  void step(const Point& p) {
+    const model::ForwardOutput out = target_.forward(cache_, p.batch);
+    if (!layers_.empty()) out.captured_features();
+    int64_t row = 0;
+    for (size_t r = 0; r < p.batch.seqs.size(); ++r) {
+      const int64_t n = p.batch.seqs[r].n_new;
+      const std::span<const int64_t> drafts(p.batch.token_ids.data() + row + 1, static_cast<size_t>(n - 1));
+      sampling::verify_drafts(out.logits.narrow(0, row, n), drafts, p.draft_probs[r], params_, rngs_[r]);
+      cache_.truncate(slots_[r], context_);
+      row += n;
+    }
+  }
+
+  const std::vector<int64_t>& context_ids() const { return context_ids_; }
+  const torch::Tensor& context_features() const { return context_features_; }  // [context, m * hidden]
+
+ private:
+  model::Transformer& target_;
+  int64_t context_;
+  std::vector<int64_t> layers_;
+  model::KvCache cache_;
+  std::vector<int64_t> slots_, context_ids_;
+  torch::Tensor context_features_;
+  sampling::SamplingParams params_{.temperature = 1.0};
+  std::vector<sampling::Rng> rngs_;
+};
+
+// The profile's drafter side: R requests each commit `committed` tokens with their features, then
+// one proposal call drafts a block for each. Each slot started from the cached context; one that
+// has grown by kGrowth positions starts again (untimed, and its context consumed by an untimed
+// proposal), so the slots never outgrow the drafter's cache.
+class DraftBench {
+ public:
+  DraftBench(draft::Drafter& drafter, const ProfileOptions& o, const VerifyBench& verify)
+      : drafter_(drafter), o_(o), verify_(verify), grown_(static_cast<size_t>(o.max_requests), kGrowth) {
+    const int64_t k = committed_per_step();
+    const auto& ids = verify.context_ids();
+    tokens_.assign(ids.begin(), ids.begin() + k);
+    features_ = verify.context_features().narrow(0, 0, k).contiguous();
+    rngs_.resize(static_cast<size_t>(o.max_requests));
+  }
+
+  ~DraftBench() {
+    for (size_t r = 0; r < grown_.size(); ++r)
+      if (started_.count(static_cast<int64_t>(r))) drafter_.end(static_cast<int64_t>(r));
+  }
+
+  // Untimed: restart the slots of the first R that would outgrow their room.
+  void prepare(int64_t R) {
+    std::vector<draft::DraftRequest> fresh;
+    for (int64_t r = 0; r < R; ++r) {
+      if (grown_[static_cast<size_t>(r)] + committed_per_step() <= kGrowth) continue;
+      if (started_.count(r)) drafter_.end(r);
+      drafter_.begin(r, verify_.context_ids(), verify_.context_features());
+      started_.insert(r);
+      grown_[static_cast<size_t>(r)] = 0;
+      fresh.push_back(request(r));
+    }
+    if (!fresh.empty()) drafter_.propose(fresh);
+  }
+
+  void step(int64_t R) {
+    std::vector<draft::DraftRequest> requests;
+    for (int64_t r = 0; r < R; ++r) {
+      drafter_.commit(r, tokens_, features_);
+      grown_[static_cast<size_t>(r)] += committed_per_step();
+      requests.push_back(request(r));
+    }
+    drafter_.propose(requests);
+  }
+
+ private:
+  static constexpr int64_t kGrowth = 32;  // positions a slot may grow past its context (cache room: 64)
+
+  int64_t committed_per_step() const {
+    return std::clamp<int64_t>(o_.committed > 0 ? o_.committed : (o_.gamma + 1) / 2, 1, kGrowth);
+  }
+  draft::DraftRequest request(int64_t r) {
+    const auto& ids = verify_.context_ids();
+    return {r, ids[static_cast<size_t>(r) % ids.size()], o_.gamma, 0.0, &params_, &rngs_[static_cast<size_t>(r)]};
+  }
+
+  draft::Drafter& drafter_;
+  const ProfileOptions& o_;
+  const VerifyBench& verify_;
+  std::vector<int64_t> grown_;
+  std::set<int64_t> started_;
+  std::vector<int64_t> tokens_;
+  torch::Tensor features_;
+  sampling::SamplingParams params_{.temperature = 1.0};
+  std::vector<sampling::Rng> rngs_;
+};
+
 }  // namespace
 
 StepCost profile_step_cost(model::Transformer& target, draft::Drafter* drafter, const ProfileOptions& o,
                            const schedule::SpsMeta& meta) {
-  if (o.max_requests < 1 || o.gamma < 0 || o.context < 1 || o.runs < 1)
-    throw Error("profile: --max-requests, --context and --runs must be >= 1 and --gamma >= 0");
+  if (o.max_requests < 1 || o.gamma < 0 || o.context < 1 || o.runs < 1 || o.committed < 0)
+    throw Error("profile: --max-requests, --context and --runs must be >= 1, --gamma and --committed >= 0");
   const int64_t max_tokens = o.max_requests * (o.gamma + 1);
-  const int64_t vocab = target.config().vocab_size;
-  model::KvCache cache = target.make_cache(o.max_requests, o.context + o.gamma + 2);
-  std::vector<int64_t> slots;
-  std::vector<int64_t> context_ids(o.context);
-  for (int64_t i = 0; i < o.context; ++i) context_ids[i] = (i * 7919 + 13) % vocab;
-  const std::vector<int64_t>& layers = drafter ? drafter->target_layer_ids() : std::vector<int64_t>{};
-  torch::Tensor context_features;
-  for (int64_t r = 0; r < o.max_requests; ++r) {
-    slots.push_back(*cache.allocate());
-    const model::ForwardOutput out = target.forward(cache, {context_ids, {{slots.back(), o.context}}, {}, layers, false});
-    if (r == 0) context_features = out.captured_features();
-  }
+  VerifyBench verify(target, o, drafter ? drafter->target_layer_ids() : std::vector<int64_t>{});
+  std::optional<DraftBench> drafting;
+  if (drafter) drafting.emplace(*drafter, o, verify);
 
   StepCost cost;
   cost.meta = meta;
   cost.context = o.context;
   cost.gamma = o.gamma;
-  // o.runs passes over every B (and R), each point timed once per pass after one warm-up pass;
-  // the median per point. Interleaving the repeats spreads a burst of machine noise over many
-  // points' single samples instead of one point's every sample. Each timed call follows an
-  // untimed one of the same size, as a serving step follows one of about its size: timed right
-  // after the largest point, the smallest ones measured its cache and thread wake-up debris
-  // (draft(1) 1.4 ms against 0.75 ms in steady state).
-  const int64_t n_points = max_tokens + (drafter ? o.max_requests : 0);
+  // The points: verify(B) with B spread over as few requests as a step at gamma holds them in,
+  // then n requests of one token each, then draft(R).
+  std::vector<VerifyBench::Point> points;
+  for (int64_t B = 1; B <= max_tokens; ++B)
+    points.push_back(verify.point(split_tokens(B, std::min(o.max_requests, (B + o.gamma) / (o.gamma + 1)))));
+  for (int64_t n = 1; n <= o.max_requests; ++n) points.push_back(verify.point(std::vector<int64_t>(n, 1)));
+  const auto n_batches = static_cast<int64_t>(points.size());
+  // o.runs passes over every point after one warm-up pass; the median per point. Interleaving the
+  // repeats spreads a burst of machine noise over many points' samples instead of one point's
+  // every sample. Within a pass a point runs as a stretch of steps, as the engine's steady state
+  // does, kUntimed of them before kTimed timed ones: timed one step after the largest point, the
+  // smallest measured that point's debris (allocator, caches) for several steps: verify(1) 0.64
+  // ms against 0.35 in the engine's steps, and 0.30-0.34 after six steps of its own.
+  // Each step is what the engine's step around it would be: a drafting step's verify follows a
+  // drafting call for the same requests (each evicts the other's weights from the caches; timed
+  // back to back, drafting measured 15% below the engine's), and a drafting call follows such a
+  // verify step; a plain step (one token per request, no drafts) follows plain steps, as when
+  // dspark-async's gate keeps the drafter off.
+  constexpr int kUntimed = 3, kTimed = 3;
+  const int64_t n_points = n_batches + (drafter ? o.max_requests : 0);
   Progress progress("profile", (o.runs + 1) * n_points, "point");
-  std::vector<model::ForwardBatch> batches(max_tokens);
-  std::vector<std::vector<int64_t>> shares(max_tokens);
-  for (int64_t B = 1; B <= max_tokens; ++B) {  // B tokens spread over as many requests as a step at gamma has
-    const int64_t R = std::min(o.max_requests, (B + o.gamma) / (o.gamma + 1));  // ceil(B / (gamma + 1))
-    shares[B - 1] = split_tokens(B, std::max<int64_t>(1, R));
-    model::ForwardBatch& batch = batches[B - 1];
-    for (size_t r = 0; r < shares[B - 1].size(); ++r) {
-      batch.seqs.push_back({slots[r], shares[B - 1][r]});
-      for (int64_t i = 0; i < shares[B - 1][r]; ++i) {
-        batch.token_ids.push_back(context_ids[(r + i) % o.context]);
-        batch.logit_rows.push_back(static_cast<int64_t>(batch.logit_rows.size()));
-      }
-    }
-    batch.capture_layers = layers;
-  }
-  sampling::SamplingParams params{.temperature = 1.0};
-  std::vector<sampling::Rng> rngs(o.max_requests);
-  if (drafter)
-    for (int64_t r = 0; r < o.max_requests; ++r) drafter->begin(r, context_ids, context_features);
-  std::vector<std::vector<double>> verify_samples(max_tokens), draft_samples(drafter ? o.max_requests : 0);
+  std::vector<std::vector<double>> verify_samples(n_batches), draft_samples(drafter ? o.max_requests : 0);
   int64_t done = 0;
   for (int64_t pass = 0; pass <= o.runs; ++pass) {  // pass 0 warms up
-    for (int64_t B = 1; B <= max_tokens; ++B) {
-      auto verify = [&] {
-        target.forward(cache, batches[B - 1]);
-        for (size_t r = 0; r < shares[B - 1].size(); ++r) cache.truncate(slots[r], o.context);
-      };
-      verify();
-      const double t = seconds_of(target.device(), verify);
-      if (pass > 0) verify_samples[B - 1].push_back(t);
+    for (int64_t i = 0; i < n_batches; ++i) {
+      const bool after_drafting = drafting && i < max_tokens;
+      const auto R = static_cast<int64_t>(points[i].batch.seqs.size());
+      for (int s = 0; s < kUntimed + kTimed; ++s) {
+        if (after_drafting) {
+          drafting->prepare(R);
+          drafting->step(R);
+        }
+        const double t = seconds_of(target.device(), [&] { verify.step(points[i]); });
+        if (pass > 0 && s >= kUntimed) verify_samples[i].push_back(t);
+      }
       progress.update(++done);
     }
-    for (int64_t R = 1; drafter && R <= o.max_requests; ++R) {
-      std::vector<draft::DraftRequest> requests;
-      for (int64_t r = 0; r < R; ++r) requests.push_back({r, context_ids[r % o.context], o.gamma, 0.0, &params, &rngs[r]});
-      auto draft = [&] { drafter->propose(requests); };
-      draft();
-      const double t = seconds_of(target.device(), draft);
-      if (pass > 0) draft_samples[R - 1].push_back(t);
+    for (int64_t R = 1; drafting && R <= o.max_requests; ++R) {
+      for (int s = 0; s < kUntimed + kTimed; ++s) {
+        drafting->prepare(R);
+        verify.step(points[R * (o.gamma + 1) - 1]);  // R requests' full verify step
+        const double t = seconds_of(target.device(), [&] { drafting->step(R); });
+        if (pass > 0 && s >= kUntimed) draft_samples[R - 1].push_back(t);
+      }
       progress.update(++done);
     }
   }
-  if (drafter)
-    for (int64_t r = 0; r < o.max_requests; ++r) drafter->end(r);
-  for (auto& v : verify_samples) cost.verify_seconds.push_back(median(v));
+  for (int64_t i = 0; i < n_batches; ++i)
+    (i < max_tokens ? cost.verify_seconds : cost.plain_verify_seconds).push_back(median(verify_samples[i]));
   for (auto& v : draft_samples) cost.draft_seconds.push_back(median(v));
   progress.finish();
   return cost;
+}
+
+int64_t typical_context(const std::vector<std::vector<int64_t>>& prompts, int64_t max_tokens) {
+  if (prompts.empty()) return ProfileOptions{}.context;
+  std::vector<int64_t> lengths;
+  int64_t longest = 0;
+  for (const auto& p : prompts) {
+    lengths.push_back(static_cast<int64_t>(p.size()));
+    longest = std::max(longest, lengths.back());
+  }
+  std::nth_element(lengths.begin(), lengths.begin() + static_cast<long>(lengths.size() / 2), lengths.end());
+  const double typical = static_cast<double>(lengths[lengths.size() / 2] + max_tokens / 2);
+  const auto nearest = static_cast<int64_t>(std::exp2(std::round(std::log2(std::max(typical, 1.0)))));
+  return std::min(nearest, std::max<int64_t>(longest + max_tokens, ProfileOptions{}.context));
 }
 
 schedule::SpsMeta step_cost_meta(const std::string& model_dir, const model::Transformer& target,
@@ -191,17 +365,31 @@ schedule::SpsMeta step_cost_meta(const std::string& model_dir, const model::Tran
   const std::time_t now = std::time(nullptr);
   char date[32];
   std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  // The executable's size and modification time: a rebuilt dspark (other kernels, another
+  // engine) measures afresh instead of planning with its predecessor's costs.
+  std::string build = "unknown";
+  std::error_code error;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", error);
+  if (!error) {
+    const uintmax_t size = fs::file_size(exe, error);
+    const auto modified = fs::last_write_time(exe, error);
+    if (!error) build = std::to_string(size) + "-" + std::to_string(modified.time_since_epoch().count());
+  }
   return {name(model_dir) + "+" + name(drafter_dir), host, model::device_label(target.device()),
-          model::weight_dtype_name(target.weight_dtype()), date};
+          model::weight_dtype_name(target.weight_dtype()), date, build};
 }
 
 StepCost cached_step_cost(const fs::path& cache_dir, model::Transformer& target, draft::Drafter* drafter,
                           const ProfileOptions& options, const schedule::SpsMeta& meta) {
-  const fs::path file = cache_dir / schedule::cache_file_name(meta);
+  // One file per context measured at: a step's cost grows with the positions it attends to.
+  std::string name = schedule::cache_file_name(meta);
+  name.insert(name.size() - std::string(".json").size(), "--ctx" + std::to_string(options.context));
+  const fs::path file = cache_dir / name;
   if (fs::exists(file)) {
     StepCost cost = StepCost::load(file);
     const bool covers = static_cast<int64_t>(cost.verify_seconds.size()) >= options.max_requests * (options.gamma + 1) &&
-                        (drafter == nullptr || static_cast<int64_t>(cost.draft_seconds.size()) >= options.max_requests);
+                        (drafter == nullptr || static_cast<int64_t>(cost.draft_seconds.size()) >= options.max_requests) &&
+                        cost.context == options.context;
     if (cost.meta.same_setup(meta) && covers) return cost;
   }
   StepCost cost = profile_step_cost(target, drafter, options, meta);

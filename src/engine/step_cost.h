@@ -1,12 +1,23 @@
 // The measured cost of one engine step, from which the schedulers' SPS(B) table is built
-// (dspark-method 4.3): the target's verify forward as a function of B, the total tokens sent
+// (dspark-method 4.3): the target's verify step as a function of B, the total tokens sent
 // (every request's anchor plus its verified drafts), and the batched drafting call as a function
 // of R, the requests drafting. A step at R requests and B tokens takes draft(R) + verify(B), so
 // SPS(B) at the current R is 1 / (draft(R) + verify(B)).
 //
+// Each curve times what the engine's step does, not only the forward:
+//   verify(B)  the target forward (capturing the drafter's layers), the captured features, and
+//              every request's rejection sampling over its rows;
+//   draft(R)   R requests each handing the drafter the features of the tokens its last step
+//              committed, then one proposal call, which projects those features into the draft
+//              cache (the context projection) before drafting the block.
+// A step's make-up matters as well as its size: verify(B) is measured with B tokens spread over
+// the fewest requests a step at gamma can hold them in, and B requests sending one token each
+// (plain_verify) cost more, since each reads its own KV cache. The difference gives a per-request
+// cost that verify_cost adds for the requests a real step has beyond the measured ones.
+//
 // Both curves are kept exactly as measured (no smoothing): the async scheduler's global search is
 // there to cross their cliffs. Profiled by `dspark profile` or at engine start-up, cached on disk
-// keyed by model and machine (schedule::SpsMeta).
+// keyed by model, machine and dspark build (schedule::SpsMeta).
 #pragma once
 #include <cstdint>
 #include <filesystem>
@@ -20,30 +31,49 @@
 namespace dspark::engine {
 
 struct StepCost {
-  std::vector<double> verify_seconds;  // [max_tokens]: entry B-1 is verify(B)
-  std::vector<double> draft_seconds;   // [max_requests]: entry R-1 is draft(R); empty without a drafter
+  std::vector<double> verify_seconds;        // [max_tokens]: entry B-1 is verify(B), over ceil(B / (gamma + 1)) requests
+  std::vector<double> plain_verify_seconds;  // [max_requests]: entry n-1 is n requests sending one token each;
+                                             // empty (an older profile): no per-request cost is added
+  std::vector<double> draft_seconds;         // [max_requests]: entry R-1 is draft(R); empty without a drafter
   schedule::SpsMeta meta;
   int64_t context = 0;                 // cached positions per request while measuring
   int64_t gamma = 0;                   // drafts per request while measuring
 
-  // The SPS table the schedulers read while `n_requests` requests draft (0: no drafting cost).
+  // The SPS table the schedulers read while `n_requests` requests decode and draft: entry B is
+  // 1 / (draft(n) + verify_cost(B, n)). n_requests = 0: a step without drafting, where B
+  // requests send one token each (entry B is 1 / plain_cost(B)).
   schedule::SpsTable sps_for(int64_t n_requests) const;
   // draft(R) as the schedulers take it: 0 for R = 0 or without a drafter, R clamped to the profile.
   double draft_cost(int64_t n_requests) const;
-  // draft(R) + verify(B), the step time the schedulers plan with; 0 for a B the profile lacks.
-  double step_seconds(int64_t n_requests, int64_t n_tokens) const;
+  // verify(B) for B tokens over n requests: verify(B) plus the per-request cost of the requests
+  // beyond the ceil(B / (gamma + 1)) it was measured with; 0 for a B the profile lacks.
+  double verify_cost(int64_t n_tokens, int64_t n_requests) const;
+  // A step of n requests sending one token each, none drafting: plain_verify as measured (it
+  // follows steps like it, with no drafting call between to evict the target from the caches),
+  // else verify_cost(n, n).
+  double plain_cost(int64_t n_requests) const;
+  // draft(R) + verify_cost(B, n), the step time the schedulers plan with (plain_cost(n) for a step
+  // that drafted nothing and verifies no drafts); 0 for a B the profile lacks.
+  double step_seconds(int64_t n_drafting, int64_t n_tokens, int64_t n_requests) const;
 
   nlohmann::json to_json() const;
   static StepCost from_json(const nlohmann::json& json, const std::string& source);
   static StepCost load(const std::filesystem::path& path);
   void save(const std::filesystem::path& path) const;
+
+ private:
+  int64_t measured_requests(int64_t n_tokens) const;  // ceil(B / (gamma + 1)), as the profile spread B
+  double per_request_seconds(int64_t n_requests) const;
 };
 
 struct ProfileOptions {
   int64_t max_requests = 64;   // R = 1..max_requests
   int64_t gamma = 7;           // B = 1..max_requests * (gamma + 1)
   int64_t context = 256;       // positions already cached per request, as in a running server
-  int64_t runs = 5;            // median of this many timed passes over all points, after a warm-up pass
+  int64_t runs = 3;            // passes over all points, after a warm-up pass; 3 timed steps of each per pass
+  // Tokens each drafting request commits before a timed proposal (the anchor plus accepted
+  // drafts of its last step); 0: (gamma + 1) / 2, half a block.
+  int64_t committed = 0;
   bool quiet = false;          // no progress line
 };
 
@@ -52,7 +82,13 @@ struct ProfileOptions {
 StepCost profile_step_cost(model::Transformer& target, draft::Drafter* drafter, const ProfileOptions& options,
                            const schedule::SpsMeta& meta);
 
-// The setup a profile is valid for: model directory name + content size, host name, device, dtype.
+// The context to profile a workload at: its prompts' median length plus half the new tokens, to
+// the nearest power of two (so similar workloads share one profile), at most max(longest prompt +
+// max_tokens, 256), the room a drafter sized for the workload has (cli's drafter_capacity).
+int64_t typical_context(const std::vector<std::vector<int64_t>>& prompts, int64_t max_tokens);
+
+// The setup a profile is valid for: model directory name + content size, host name, device, dtype,
+// and the running executable (its size and modification time).
 schedule::SpsMeta step_cost_meta(const std::string& model_dir, const model::Transformer& target,
                                  const std::string& drafter_dir);
 

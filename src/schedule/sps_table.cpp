@@ -65,7 +65,7 @@ std::string file_safe(std::string s) {
 
 bool SpsMeta::same_setup(const SpsMeta& other) const {
   return model_id == other.model_id && machine_id == other.machine_id && device == other.device &&
-         dtype == other.dtype;
+         dtype == other.dtype && build_id == other.build_id;
 }
 
 SpsTable::SpsTable(std::vector<double> steps_per_second, SpsMeta meta)
@@ -88,6 +88,7 @@ nlohmann::json SpsTable::to_json() const {
           {"device", meta_.device},
           {"dtype", meta_.dtype},
           {"measured_date", meta_.measured_date},
+          {"build_id", meta_.build_id},
           {"steps_per_second", sps_}};
 }
 
@@ -95,7 +96,7 @@ SpsTable SpsTable::from_json(const nlohmann::json& j, const std::string& source)
   check_header(j, source);
   SpsMeta meta{get_string(j, "model_id", source), get_string(j, "machine_id", source),
                get_string(j, "device", source), get_string(j, "dtype", source),
-               get_string(j, "measured_date", source)};
+               get_string(j, "measured_date", source), j.value("build_id", std::string())};
   return SpsTable(get_values(j, source), std::move(meta));
 }
 

@@ -32,8 +32,9 @@ struct SpsMeta {
   std::string device;         // e.g. "cpu", "cuda:0 NVIDIA H200"
   std::string dtype;          // weight dtype in memory, e.g. "bf16"
   std::string measured_date;  // ISO 8601, informational only
+  std::string build_id;       // the dspark executable that measured it (a rebuild changes the kernels)
 
-  // Same model, machine, device and dtype (the date may differ).
+  // Same model, machine, device, dtype and build (the date may differ).
   bool same_setup(const SpsMeta& other) const;
 };
 

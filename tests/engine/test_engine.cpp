@@ -294,23 +294,5 @@ TEST(Engine, LastStepReportsItsTimeAndThePredictedTime) {
   EXPECT_GT(prefill_steps, 0);
 }
 
-TEST(StepCost, SpsTableAddsTheDraftingCostOfTheCurrentBatch) {
-  engine::StepCost cost;
-  cost.verify_seconds = {0.010, 0.011, 0.020};
-  cost.draft_seconds = {0.005, 0.006};
-  EXPECT_NEAR(cost.sps_for(0).sps(3), 1 / 0.020, 1e-9);
-  EXPECT_NEAR(cost.sps_for(1).sps(2), 1 / 0.016, 1e-9);
-  EXPECT_NEAR(cost.sps_for(2).sps(1), 1 / 0.016, 1e-9);
-  test::TempDir dir;
-  cost.meta = {"model", "host", "cpu", "f32", "2026-11-30T00:00:00Z"};
-  cost.save(dir / "cost.json");
-  const engine::StepCost back = engine::StepCost::load(dir / "cost.json");
-  EXPECT_EQ(back.verify_seconds, cost.verify_seconds);
-  EXPECT_EQ(back.draft_seconds, cost.draft_seconds);
-  EXPECT_TRUE(back.meta.same_setup(cost.meta));
-  test::write_text(dir / "bad.json", R"({"format": "dspark-step-cost", "version": 1})");
-  EXPECT_THROW(engine::StepCost::load(dir / "bad.json"), Error);
-}
-
 }  // namespace
 }  // namespace dspark

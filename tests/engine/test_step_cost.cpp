@@ -1,0 +1,130 @@
+// The step-cost model the dspark schedules plan with: the SPS tables it gives (drafting cost of
+// the batch, the per-request cost the plain-step curve implies), its JSON round trip, a real
+// profile of the tiny model and its drafter (every curve filled, the drafter's slots restarted
+// before they outgrow its cache), and the build in the cache key.
+#include <gtest/gtest.h>
+
+#include "common/error.h"
+#include "draft/load_drafter.h"
+#include "engine/step_cost.h"
+#include "test_util.h"
+
+namespace dspark {
+namespace {
+
+namespace fs = std::filesystem;
+
+TEST(StepCost, SpsTableAddsTheDraftingCostOfTheCurrentBatch) {
+  engine::StepCost cost;
+  cost.verify_seconds = {0.010, 0.011, 0.020};
+  cost.draft_seconds = {0.005, 0.006};
+  EXPECT_NEAR(cost.sps_for(0).sps(3), 1 / 0.020, 1e-9);
+  EXPECT_NEAR(cost.sps_for(1).sps(2), 1 / 0.016, 1e-9);
+  EXPECT_NEAR(cost.sps_for(2).sps(1), 1 / 0.016, 1e-9);
+  test::TempDir dir;
+  cost.meta = {"model", "host", "cpu", "f32", "2026-11-30T00:00:00Z", "build-1"};
+  cost.plain_verify_seconds = {0.010, 0.015};
+  cost.save(dir / "cost.json");
+  const engine::StepCost back = engine::StepCost::load(dir / "cost.json");
+  EXPECT_EQ(back.verify_seconds, cost.verify_seconds);
+  EXPECT_EQ(back.plain_verify_seconds, cost.plain_verify_seconds);
+  EXPECT_EQ(back.draft_seconds, cost.draft_seconds);
+  EXPECT_TRUE(back.meta.same_setup(cost.meta));
+  test::write_text(dir / "bad.json", R"({"format": "dspark-step-cost", "version": 1})");
+  EXPECT_THROW(engine::StepCost::load(dir / "bad.json"), Error);
+}
+
+// gamma 3: verify(B) was measured over ceil(B / 4) requests. Four requests of one token cost
+// 0.016 against verify(4)'s 0.010 over one request, so each request beyond the measured ones
+// costs (0.016 - 0.010) / 3 = 0.002.
+TEST(StepCost, RequestsBeyondTheMeasuredOnesCostWhatThePlainCurveShows) {
+  engine::StepCost cost;
+  cost.gamma = 3;
+  cost.verify_seconds = {0.007, 0.008, 0.009, 0.010, 0.012, 0.013, 0.014, 0.015};
+  cost.plain_verify_seconds = {0.007, 0.010, 0.013, 0.016};
+  cost.draft_seconds = {0.001, 0.002, 0.003, 0.004};
+  EXPECT_NEAR(cost.verify_cost(4, 1), 0.010, 1e-12);                // as measured
+  EXPECT_NEAR(cost.verify_cost(4, 4), 0.016, 1e-12);                // the plain step itself
+  EXPECT_NEAR(cost.verify_cost(8, 4), 0.015 + 2 * 0.002, 1e-12);    // 8 tokens were measured over 2 requests
+  EXPECT_NEAR(cost.verify_cost(8, 2), 0.015, 1e-12);
+  EXPECT_NEAR(cost.step_seconds(4, 8, 4), 0.004 + 0.019, 1e-12);
+  EXPECT_EQ(cost.step_seconds(4, 9, 4), 0.0);                       // past the profile
+  EXPECT_NEAR(cost.sps_for(0).sps(4), 1 / 0.016, 1e-9);             // no drafting: B requests of one token
+  EXPECT_NEAR(cost.sps_for(0).sps(1), 1 / 0.007, 1e-9);
+  EXPECT_NEAR(cost.sps_for(0).sps(6), 1 / (0.013 + 4 * 0.002), 1e-9);  // past the plain curve: 6 - 2 requests more
+  EXPECT_NEAR(cost.step_seconds(0, 3, 3), 0.013, 1e-12);            // plain, as measured
+  EXPECT_NEAR(cost.step_seconds(0, 4, 2), 0.010 + 0.002, 1e-12);      // no drafting call, but drafts verified
+  EXPECT_NEAR(cost.sps_for(4).sps(5), 1 / (0.004 + 0.012 + 2 * 0.002), 1e-9);
+  // Without the plain curve (a profile from before it) nothing is added.
+  cost.plain_verify_seconds.clear();
+  EXPECT_NEAR(cost.verify_cost(8, 4), 0.015, 1e-12);
+}
+
+TEST(StepCost, ProfileOfTheTinyModelFillsEveryCurve) {
+  torch::NoGradGuard no_grad;
+  const fs::path source(DSPARK_SOURCE_DIR);
+  model::Transformer target = model::Transformer::load((source / "models/tiny-target-8l").string());
+  auto drafter =
+      draft::load_drafter("dspark", (source / "models/tiny-target-8l-dspark").string(), target, {.max_slots = 3, .capacity = 128});
+  // Two passes over R = 1..3, two drafting calls per point, four tokens committed before each:
+  // slot 0 grows by 48 positions, more than the 32 the profile lets a slot grow before it
+  // restarts it, so the restart runs too (and the cache of 64 + 64 positions never overflows).
+  const engine::ProfileOptions o{.max_requests = 3, .gamma = 7, .context = 64, .runs = 1, .committed = 4, .quiet = true};
+  const engine::StepCost cost =
+      engine::profile_step_cost(target, drafter.get(), o, engine::step_cost_meta((source / "models/tiny-target-8l").string(), target, ""));
+  EXPECT_EQ(cost.verify_seconds.size(), 24u);
+  EXPECT_EQ(cost.plain_verify_seconds.size(), 3u);
+  EXPECT_EQ(cost.draft_seconds.size(), 3u);
+  for (const auto* curve : {&cost.verify_seconds, &cost.plain_verify_seconds, &cost.draft_seconds})
+    for (double s : *curve) EXPECT_GT(s, 0);
+  EXPECT_EQ(cost.gamma, 7);
+  EXPECT_EQ(cost.context, 64);
+}
+
+// Median prompt 100 tokens plus half of 128 new ones is 164: the nearest power of two is 128. A
+// workload whose middle rounds up past its longest request is held to the room its drafter has.
+TEST(StepCost, TypicalContextIsTheWorkloadsMiddleToAPowerOfTwo) {
+  const std::vector<std::vector<int64_t>> prompts = {std::vector<int64_t>(90), std::vector<int64_t>(100),
+                                                     std::vector<int64_t>(400)};
+  EXPECT_EQ(engine::typical_context(prompts, 128), 128);
+  EXPECT_EQ(engine::typical_context(prompts, 512), 256);                        // 100 + 256 = 356
+  EXPECT_EQ(engine::typical_context({std::vector<int64_t>(3000)}, 128), 3128);  // 3064 -> 4096 > 3000 + 128
+  EXPECT_EQ(engine::typical_context({std::vector<int64_t>(10)}, 0), 8);
+  EXPECT_EQ(engine::typical_context({}, 128), engine::ProfileOptions{}.context);
+}
+
+// The cache keeps one profile per context: asking at another context measures afresh.
+TEST(StepCost, CacheKeepsOneProfilePerContext) {
+  torch::NoGradGuard no_grad;
+  const std::string dir = (fs::path(DSPARK_SOURCE_DIR) / "models/tiny-target-8l").string();
+  model::Transformer target = model::Transformer::load(dir);
+  const schedule::SpsMeta meta = engine::step_cost_meta(dir, target, "");
+  test::TempDir cache;
+  for (int64_t context : {32, 64, 32}) {
+    const engine::StepCost cost =
+        engine::cached_step_cost(cache.path(), target, nullptr, {.max_requests = 1, .gamma = 1, .context = context, .runs = 1}, meta);
+    EXPECT_EQ(cost.context, context);
+  }
+  int files = 0;
+  for (const auto& entry : fs::directory_iterator(cache.path())) {
+    ++files;
+    EXPECT_NE(entry.path().filename().string().find("--ctx"), std::string::npos);
+  }
+  EXPECT_EQ(files, 2);
+}
+
+// A profile belongs to the executable that measured it: a rebuilt dspark measures afresh.
+TEST(StepCost, MetaNamesTheBuild) {
+  torch::NoGradGuard no_grad;
+  const std::string dir = (fs::path(DSPARK_SOURCE_DIR) / "models/tiny-target-8l").string();
+  const model::Transformer target = model::Transformer::load(dir);
+  const schedule::SpsMeta meta = engine::step_cost_meta(dir, target, "");
+  EXPECT_NE(meta.build_id, "");
+  EXPECT_NE(meta.build_id, "unknown");
+  schedule::SpsMeta rebuilt = meta;
+  rebuilt.build_id = "another";
+  EXPECT_FALSE(meta.same_setup(rebuilt));
+}
+
+}  // namespace
+}  // namespace dspark
