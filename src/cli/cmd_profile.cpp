@@ -66,7 +66,7 @@ void register_profile(CLI::App& app) {
   cmd->add_option("--max-requests", a->options.max_requests, "largest concurrency R to cover")->capture_default_str();
   cmd->add_option("--gamma", a->options.gamma, "drafts per request: B runs to R x (gamma + 1)")->capture_default_str();
   cmd->add_option("--context", a->options.context, "cached positions per request while measuring")->capture_default_str();
-  cmd->add_option("--runs", a->options.runs, "passes over every point, three timed steps of each per pass (median)")
+  cmd->add_option("--runs", a->options.runs, "passes over every point, one to three timed steps of each per pass (median)")
       ->capture_default_str();
   cmd->add_option("--committed", a->options.committed,
                   "tokens each request commits before a timed drafting call (default: (gamma + 1) / 2)");

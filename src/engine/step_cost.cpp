@@ -123,6 +123,26 @@ double seconds_of(const torch::Device& device, F&& run) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
+// One point's stretch of steps within a pass: up to kUntimed untimed steps, then up to kTimed
+// timed ones; `step` runs one step and returns the time of its measured call. Timed one step after
+// the profile's largest point, the smallest points measured that point's debris (allocator,
+// caches) for several steps: verify(1) 0.64 ms against 0.35 in the engine's steps, and 0.30-0.34
+// after six steps of its own. A large point leaves nothing worth waiting out, and a stretch of it
+// would cost minutes: each part of a stretch stops once its measured calls have taken 10 ms.
+template <class F>
+std::vector<double> run_stretch(F&& step) {
+  constexpr int kUntimed = 3, kTimed = 3;
+  constexpr double kStretchSeconds = 0.010;
+  double spent = 0;
+  for (int s = 0; s < kUntimed && (s == 0 || spent < kStretchSeconds); ++s) spent += step();
+  std::vector<double> times;
+  for (spent = 0; static_cast<int>(times.size()) < kTimed && (times.empty() || spent < kStretchSeconds);) {
+    times.push_back(step());
+    spent += times.back();
+  }
+  return times;
+}
+
 // Request r's share of B tokens over R requests: as even as possible, at least one each.
 std::vector<int64_t> split_tokens(int64_t n_tokens, int64_t n_requests) {
   std::vector<int64_t> n(n_requests, n_tokens / n_requests);
@@ -291,16 +311,12 @@ StepCost profile_step_cost(model::Transformer& target, draft::Drafter* drafter, 
   const auto n_batches = static_cast<int64_t>(points.size());
   // o.runs passes over every point after one warm-up pass; the median per point. Interleaving the
   // repeats spreads a burst of machine noise over many points' samples instead of one point's
-  // every sample. Within a pass a point runs as a stretch of steps, as the engine's steady state
-  // does, kUntimed of them before kTimed timed ones: timed one step after the largest point, the
-  // smallest measured that point's debris (allocator, caches) for several steps: verify(1) 0.64
-  // ms against 0.35 in the engine's steps, and 0.30-0.34 after six steps of its own.
-  // Each step is what the engine's step around it would be: a drafting step's verify follows a
-  // drafting call for the same requests (each evicts the other's weights from the caches; timed
-  // back to back, drafting measured 15% below the engine's), and a drafting call follows such a
-  // verify step; a plain step (one token per request, no drafts) follows plain steps, as when
-  // dspark-async's gate keeps the drafter off.
-  constexpr int kUntimed = 3, kTimed = 3;
+  // every sample. Within a pass a point runs as a stretch of steps (run_stretch), as the engine's
+  // steady state does. Each step is what the engine's step around it would be: a drafting step's
+  // verify follows a drafting call for the same requests (each evicts the other's weights from
+  // the caches; timed back to back, drafting measured 15% below the engine's), and a drafting
+  // call follows such a verify step; a plain step (one token per request, no drafts) follows plain
+  // steps, as when dspark-async's gate keeps the drafter off.
   const int64_t n_points = n_batches + (drafter ? o.max_requests : 0);
   Progress progress("profile", (o.runs + 1) * n_points, "point");
   std::vector<std::vector<double>> verify_samples(n_batches), draft_samples(drafter ? o.max_requests : 0);
@@ -309,23 +325,23 @@ StepCost profile_step_cost(model::Transformer& target, draft::Drafter* drafter, 
     for (int64_t i = 0; i < n_batches; ++i) {
       const bool after_drafting = drafting && i < max_tokens;
       const auto R = static_cast<int64_t>(points[i].batch.seqs.size());
-      for (int s = 0; s < kUntimed + kTimed; ++s) {
+      const std::vector<double> times = run_stretch([&] {
         if (after_drafting) {
           drafting->prepare(R);
           drafting->step(R);
         }
-        const double t = seconds_of(target.device(), [&] { verify.step(points[i]); });
-        if (pass > 0 && s >= kUntimed) verify_samples[i].push_back(t);
-      }
+        return seconds_of(target.device(), [&] { verify.step(points[i]); });
+      });
+      if (pass > 0) verify_samples[i].insert(verify_samples[i].end(), times.begin(), times.end());
       progress.update(++done);
     }
     for (int64_t R = 1; drafting && R <= o.max_requests; ++R) {
-      for (int s = 0; s < kUntimed + kTimed; ++s) {
+      const std::vector<double> times = run_stretch([&] {
         drafting->prepare(R);
         verify.step(points[R * (o.gamma + 1) - 1]);  // R requests' full verify step
-        const double t = seconds_of(target.device(), [&] { drafting->step(R); });
-        if (pass > 0 && s >= kUntimed) draft_samples[R - 1].push_back(t);
-      }
+        return seconds_of(target.device(), [&] { drafting->step(R); });
+      });
+      if (pass > 0) draft_samples[R - 1].insert(draft_samples[R - 1].end(), times.begin(), times.end());
       progress.update(++done);
     }
   }

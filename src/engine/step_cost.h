@@ -70,7 +70,7 @@ struct ProfileOptions {
   int64_t max_requests = 64;   // R = 1..max_requests
   int64_t gamma = 7;           // B = 1..max_requests * (gamma + 1)
   int64_t context = 256;       // positions already cached per request, as in a running server
-  int64_t runs = 3;            // passes over all points, after a warm-up pass; 3 timed steps of each per pass
+  int64_t runs = 3;            // passes over all points, after a warm-up pass (1-3 timed steps of each per pass)
   // Tokens each drafting request commits before a timed proposal (the anchor plus accepted
   // drafts of its last step); 0: (gamma + 1) / 2, half a block.
   int64_t committed = 0;
