@@ -1,6 +1,7 @@
 // dspark bench speedup: single-request tokens/s of autoregressive decoding, n-gram drafting and
 // each drafter on prompt files, side by side (bench/speedup_bench.h), as one Markdown table per
 // temperature, or JSON.
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -59,14 +60,19 @@ void run(BenchSpeedupArgs a) {
 
   model::Transformer target = model::Transformer::load(dir, {parse_weight_dtype(a.dtype)});
   const model::GenerationConfig generation = model::GenerationConfig::load_or_default(dir, target.config());
+  std::vector<std::vector<int64_t>> all_prompts;
+  for (const auto& file : prompts) all_prompts.insert(all_prompts.end(), file.begin(), file.end());
+  int64_t longest = 0;
+  for (const auto& p : all_prompts) longest = std::max<int64_t>(longest, static_cast<int64_t>(p.size()));
+  const draft::DrafterLoadOptions load{.max_slots = 1, .capacity = drafter_capacity(longest + a.options.max_tokens)};
   std::vector<std::unique_ptr<draft::Drafter>> drafters;
   std::vector<std::string> sources;  // each drafter's directory ("" for n-gram)
   if (a.ngram) {
-    drafters.push_back(draft::load_drafter("ngram", "", target, {.max_slots = 1, .capacity = 8192}));
+    drafters.push_back(draft::load_drafter("ngram", "", target, load));
     sources.push_back("");
   }
   for (const std::string& d : draft_dirs) {
-    drafters.push_back(draft::load_drafter("", d, target, {.max_slots = 1, .capacity = 8192}));
+    drafters.push_back(draft::load_drafter("", d, target, load));
     sources.push_back(d);
   }
   std::vector<engine::StepCost> costs(drafters.size());  // stable addresses: the methods point into it
@@ -74,7 +80,8 @@ void run(BenchSpeedupArgs a) {
   for (size_t i = 0; i < drafters.size(); ++i) {
     const int64_t gamma = resolve_gamma(a.gamma, *drafters[i]);
     if (schedule::needs_sps_table(kind))
-      costs[i] = load_or_profile_step_cost("", target, drafters[i].get(), dir, sources[i], 1, gamma);
+      costs[i] = load_or_profile_step_cost("", target, drafters[i].get(), dir, sources[i], 1, gamma,
+                                           engine::typical_context(all_prompts, a.options.max_tokens));
     methods.push_back({.label = sources[i].empty() ? "ngram" : drafter_label(sources[i], *drafters[i]),
                        .drafter = drafters[i].get(),
                        .gamma = gamma,

@@ -237,8 +237,7 @@ class DraftBench {
   }
 
   ~DraftBench() {
-    for (size_t r = 0; r < grown_.size(); ++r)
-      if (started_.count(static_cast<int64_t>(r))) drafter_.end(static_cast<int64_t>(r));
+    for (int64_t slot : started_) drafter_.end(slot);
   }
 
   // Untimed: restart the slots of the first R that would outgrow their room.
@@ -269,7 +268,7 @@ class DraftBench {
   static constexpr int64_t kGrowth = 32;  // positions a slot may grow past its context (cache room: 64)
 
   int64_t committed_per_step() const {
-    return std::clamp<int64_t>(o_.committed > 0 ? o_.committed : (o_.gamma + 1) / 2, 1, kGrowth);
+    return std::clamp<int64_t>(o_.committed > 0 ? o_.committed : (o_.gamma + 1) / 2, 1, std::min(kGrowth, o_.context));
   }
   draft::DraftRequest request(int64_t r) {
     const auto& ids = verify_.context_ids();
