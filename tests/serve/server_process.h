@@ -112,11 +112,13 @@ class ServerProcess {
   std::optional<int> exit_status_;
 };
 
-// Flags of the servers the tests start: the shipped model and its dspark drafter (found beside it),
+// Flags of the servers the tests start: the shipped tiny model (named: the default target is 8x
+// larger, and these servers answer many requests) and its dspark drafter (found beside it),
 // `fixed` verification (every schedule is lossless; this one needs no step-cost profile, which a
 // fresh machine would spend a minute measuring), a short context to keep the KV cache small.
 inline std::vector<std::string> test_server_flags(int max_concurrency, std::vector<std::string> more = {}) {
-  std::vector<std::string> flags = {"--schedule", "fixed", "--max-context", "512", "--max-concurrency",
+  std::vector<std::string> flags = {"--model", std::string(DSPARK_SOURCE_DIR) + "/models/tiny-target-8l",
+                                    "--schedule", "fixed", "--max-context", "512", "--max-concurrency",
                                     std::to_string(max_concurrency)};
   flags.insert(flags.end(), more.begin(), more.end());
   return flags;

@@ -9,7 +9,8 @@ import { promisify } from "node:util";
 export const binary = process.env.DSPARK_BINARY;
 export const sourceDir = process.env.DSPARK_SOURCE_DIR;
 if (!binary || !sourceDir) throw new Error("set DSPARK_BINARY and DSPARK_SOURCE_DIR (ctest does)");
-export const modelDir = path.join(sourceDir, "models", "default");
+// The shipped tiny model: the suite's servers answer many requests, and the default target is 8x larger.
+export const modelDir = path.join(sourceDir, "models", "tiny-target-8l");
 
 const STARTUP_TIMEOUT_MS = 60_000;
 const STOP_GRACE_MS = 5_000;
@@ -70,7 +71,7 @@ async function waitForHealth(url, deadline) {
   throw new Error(`${url}/health did not answer 200 within ${STARTUP_TIMEOUT_MS} ms`);
 }
 
-// Starts `dspark serve --port 0` on the shipped default model (with its shipped drafter) and waits
+// Starts `dspark serve --port 0` on the tiny model (with its shipped drafter) and waits
 // for GET /health to answer 200. Returns {url, output(), stop()}.
 export async function startServer(extraArgs = []) {
   const args = ["serve", "--model", modelDir, "--host", "127.0.0.1", "--port", "0", ...extraArgs];
@@ -96,7 +97,7 @@ export async function startServer(extraArgs = []) {
   }
 }
 
-// `dspark generate --json` at temperature 0 on the default model: {text, ids, finish_reason, stats}.
+// `dspark generate --json` at temperature 0 on the tiny model: {text, ids, finish_reason, stats}.
 export async function generate({ prompt, chat = false, maxTokens }) {
   const args = ["generate", "--model", modelDir, "--prompt", prompt, "--max-tokens", String(maxTokens),
                 "--temperature", "0", "--json", ...(chat ? ["--chat"] : [])];
