@@ -4,7 +4,7 @@
 # (keeping its README.md model card). The tokenizer is the one every shipped model uses
 # (models/tiny-target-8l/tokenizer.json, from `dspark train tokenizer` on the same corpus).
 # Usage: scripts/train_default_model.sh [RUN_DIR]   (default: runs/, ignored by git)
-# About 3.5 hours on 2 cores with AVX512-BF16; an interrupted run resumes from its newest checkpoint
+# About 1.7 hours on 2 cores with bf16 dot products (AVX512-BF16 or AMX); an interrupted run resumes from its newest checkpoint
 # (every 25 steps) when rerun.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,8 +12,8 @@ run=${1:-runs}
 mkdir -p "$run"
 build/dspark data corpus --out "$run/corpus"
 build/dspark train target --config configs/target-20l-512.json --corpus "$run/corpus" \
-  --tokenizer models/tiny-target-8l --out "$run/target-20l" --seq-len 512 --batch 16 --epochs 2 \
-  --lr 1e-3 --min-lr 1e-4 --warmup 100 --save-every 25 --eval-every 100 --eval-windows 16 --bf16-autocast
+  --tokenizer models/tiny-target-8l --out "$run/target-20l" --seq-len 512 --batch 16 --epochs 1 \
+  --lr 1e-3 --min-lr 1e-4 --warmup 50 --save-every 25 --eval-every 100 --eval-windows 16 --bf16-autocast
 dest=models/target-20l
 mkdir -p "$dest"
 rm -f "$dest"/model*.safetensors "$dest"/model.safetensors.index.json

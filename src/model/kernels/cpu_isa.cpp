@@ -1,6 +1,8 @@
 #include "model/kernels/cpu_isa.h"
 
 #include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdint>
@@ -11,6 +13,8 @@
 
 namespace dspark::kernels {
 namespace {
+
+constexpr Isa kAllIsas[] = {Isa::kGeneric, Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Bf16, Isa::kAmx};
 
 struct CpuidRegs {
   uint32_t eax = 0, ebx = 0, ecx = 0, edx = 0;
@@ -33,6 +37,27 @@ uint64_t read_xcr0() {
   return (uint64_t{hi} << 32) | lo;
 }
 
+// Linux hands out the AMX tile data state (8 KB per thread) only on request, per process
+// (arch/x86/include/uapi/asm/prctl.h; kernels since 5.16): asked once, it holds for every thread.
+constexpr int kArchGetXcompPerm = 0x1022;
+constexpr int kArchReqXcompPerm = 0x1023;
+constexpr int kXfeatureXtiledata = 18;
+
+bool tile_state_granted() {
+  if (syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) != 0) return false;
+  uint64_t permitted = 0;
+  return syscall(SYS_arch_prctl, kArchGetXcompPerm, &permitted) == 0 && ((permitted >> kXfeatureXtiledata) & 1u);
+}
+
+bool detect_amx() {
+  const bool osxsave = bit(cpuid(1, 0).ecx, 27);
+  if (!osxsave) return false;
+  const CpuidRegs leaf7 = cpuid(7, 0);
+  const bool os_saves_tiles = (read_xcr0() & 0x60000) == 0x60000;  // XTILECFG + XTILEDATA
+  return os_saves_tiles && bit(leaf7.edx, 24) /*tile*/ && bit(leaf7.edx, 25) /*int8*/ &&
+         bit(leaf7.edx, 22) /*bf16*/ && bit(leaf7.ecx, 11) /*avx512_vnni*/;
+}
+
 Isa detect_best_isa() {
   const CpuidRegs leaf1 = cpuid(1, 0);
   const bool osxsave = bit(leaf1.ecx, 27);
@@ -50,7 +75,8 @@ Isa detect_best_isa() {
                       bit(leaf7.ebx, 30) /*bw*/ && bit(leaf7.ebx, 31) /*vl*/;
   if (!avx512) return Isa::kAvx2;
   const bool avx512bf16 = bit(leaf7_1.eax, 5);
-  return avx512bf16 ? Isa::kAvx512Bf16 : Isa::kAvx512;
+  if (!avx512bf16) return Isa::kAvx512;
+  return detect_amx() && tile_state_granted() ? Isa::kAmx : Isa::kAvx512Bf16;
 }
 
 Isa best_isa() {
@@ -84,21 +110,22 @@ const char* isa_name(Isa isa) {
     case Isa::kAvx2: return "avx2";
     case Isa::kAvx512: return "avx512";
     case Isa::kAvx512Bf16: return "avx512bf16";
+    case Isa::kAmx: return "amx";
   }
   return "unknown";
 }
 
 Isa parse_isa(std::string_view name) {
-  for (Isa isa : {Isa::kGeneric, Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Bf16}) {
+  for (Isa isa : kAllIsas) {
     if (name == isa_name(isa)) return isa;
   }
   throw Error("unknown ISA '" + std::string(name) +
-              "' (expected generic, avx2, avx512 or avx512bf16)");
+              "' (expected generic, avx2, avx512, avx512bf16 or amx)");
 }
 
 std::vector<Isa> available_isas() {
   std::vector<Isa> isas;
-  for (Isa isa : {Isa::kGeneric, Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Bf16}) {
+  for (Isa isa : kAllIsas) {
     if (isa <= best_isa()) isas.push_back(isa);
   }
   return isas;
@@ -109,6 +136,11 @@ bool isa_available(Isa isa) { return isa <= best_isa(); }
 bool cpu_has_avx512_vnni() {
   static const bool vnni = detect_avx512_vnni();
   return vnni;
+}
+
+bool cpu_has_amx() {
+  static const bool amx = detect_amx();
+  return amx;
 }
 
 Isa current_isa() { return selected_isa().load(std::memory_order_relaxed); }

@@ -1,5 +1,5 @@
 // Which SIMD instruction set the kernels run with. Detected once from cpuid (checking that the OS
-// saves the vector state too), overridable with DSPARK_ISA=generic|avx2|avx512|avx512bf16 and by
+// saves the vector state too), overridable with DSPARK_ISA=generic|avx2|avx512|avx512bf16|amx and by
 // set_isa() (tests and benchmarks force each variant in turn). This choice is the only mutable
 // global state of the kernels.
 #pragma once
@@ -14,6 +14,9 @@ enum class Isa {
   kAvx2,        // AVX2 + FMA + F16C
   kAvx512,      // AVX-512 F/BW/VL/DQ
   kAvx512Bf16,  // AVX-512 plus AVX512_BF16 (vdpbf16ps, vcvtneps2bf16)
+  kAmx,         // AVX512_BF16 plus AMX tiles with int8 and bf16 (Sapphire Rapids and later), only
+                // once Linux granted the process the tile state (arch_prctl, asked at detection):
+                // without it the first tile instruction raises SIGILL
 };
 
 const char* isa_name(Isa isa);
@@ -33,5 +36,9 @@ void set_isa(Isa isa);
 // AVX512-VNNI (vpdpbusd, the quantized kernels' integer dot product), beside the levels: CPUs
 // have it with and without AVX512_BF16. Meaningful where the AVX-512 level is available.
 bool cpu_has_avx512_vnni();
+
+// AMX tiles with int8 and bf16 in the CPU and in the OS's saved state (cpuid, XCR0), whether or not
+// the process holds the permission that Isa::kAmx also needs.
+bool cpu_has_amx();
 
 }  // namespace dspark::kernels

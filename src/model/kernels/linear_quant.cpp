@@ -60,7 +60,15 @@ float quantize_block(const float* x, int8_t* q) {
   return model::f16_to_f32(model::f32_to_f16(d));
 }
 
-linear_quant_detail::GroupsKernel select_variant(Isa isa) {
+// From a full tile of rows of x the tile unit outruns VNNI; with fewer (decode, verify) it does not,
+// since every block's int32 sums leave the tiles through memory for their f32 scaling, and that
+// round trip costs what the tile saves. Measured on a Xeon with AMX, 2 threads, k = 1024, n = 4096,
+// AMX over VNNI: 8 rows 0.86x (q8_0) and 0.78x (q4_0); 16 rows 1.21x and 1.02x; 64 rows 1.29x and
+// 1.06x (docs/design.md, "AMX").
+constexpr int64_t kAmxMinRows = 16;
+
+linear_quant_detail::GroupsKernel select_variant(Isa isa, int64_t m) {
+  if (isa >= Isa::kAmx && m >= kAmxMinRows) return linear_quant_detail::groups_amx;
   if (isa >= Isa::kAvx512 && cpu_has_avx512_vnni()) return linear_quant_detail::groups_avx512vnni;
   if (isa >= Isa::kAvx2) return linear_quant_detail::groups_avx2;
   return linear_quant_detail::groups_generic;
@@ -156,7 +164,7 @@ void linear_quant(const float* x, int64_t m, int64_t k, const void* w, QuantType
   }
   const Problem p{xq.data(), xd.data(), xbias.data(), m, k, blocks, static_cast<const uint8_t*>(w),
                   type, n, y, ldy, accumulate};
-  const linear_quant_detail::GroupsKernel kernel = select_variant(current_isa());
+  const linear_quant_detail::GroupsKernel kernel = select_variant(current_isa(), m);
   const bool parallel = m * n * k >= kMinParallelWork && omp_get_max_threads() > 1 && !omp_in_parallel();
   if (!parallel) {
     kernel(p, 0, n_groups(n));

@@ -45,7 +45,7 @@ void dequantize_packed_row(QuantType type, const void* packed, int64_t n, int64_
 
 // y[m, :n] = x[m, k] @ dequant(w)^T, or += with accumulate; y's rows ldy apart (ldy >= n).
 // w is packed (pack_quant_rows) for n rows; k a multiple of 32. Any m; the SIMD variant follows
-// current_isa() (AVX-512 needs AVX512-VNNI too, else AVX2 runs).
+// current_isa() (AVX-512 needs AVX512-VNNI too, else AVX2 runs; AMX takes calls of several rows).
 void linear_quant(const float* x,  // [m, k]
                   int64_t m, int64_t k,
                   const void* w,  // packed [n, k]

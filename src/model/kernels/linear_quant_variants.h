@@ -39,5 +39,6 @@ using GroupsKernel = void (*)(const Problem& p, int64_t g_begin, int64_t g_end);
 void groups_generic(const Problem& p, int64_t g_begin, int64_t g_end);
 void groups_avx2(const Problem& p, int64_t g_begin, int64_t g_end);
 void groups_avx512vnni(const Problem& p, int64_t g_begin, int64_t g_end);
+void groups_amx(const Problem& p, int64_t g_begin, int64_t g_end);
 
 }  // namespace dspark::kernels::linear_quant_detail

@@ -38,6 +38,7 @@ Variant select_variant(Isa isa, WeightDType w_dtype, Bf16Math math) {
   switch (isa) {
     case Isa::kGeneric: return {linear_small_detail::columns_generic};
     case Isa::kAvx2: return {linear_small_detail::columns_avx2};
+    case Isa::kAmx:  // the tile unit multiplies bf16 activations, not the f32 ones kExact keeps
     case Isa::kAvx512Bf16:
       if (w_dtype == WeightDType::kBF16 && math == Bf16Math::kDotBf16) {
         return {linear_small_detail::columns_avx512bf16_dot,

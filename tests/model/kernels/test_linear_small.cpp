@@ -157,7 +157,7 @@ TEST(LinearSmall, EveryIsaAndModeMatchesReference) {
                      (math == Bf16Math::kExact ? " exact" : " dot_bf16"));
         EXPECT_LT(max_scaled_error(run(s, o, WeightDType::kF32), exact), kExactTolerance);
         const std::vector<float> y_bf16 = run(s, o, WeightDType::kBF16);
-        const bool dot = math == Bf16Math::kDotBf16 && isa == Isa::kAvx512Bf16;
+        const bool dot = math == Bf16Math::kDotBf16 && isa >= Isa::kAvx512Bf16;
         if (dot) {
           EXPECT_LT(max_scaled_error(y_bf16, rounded_x), kExactTolerance);
           EXPECT_LT(max_scaled_error(y_bf16, exact), kDotBf16Tolerance);
@@ -313,30 +313,6 @@ TEST(LinearSmall, RowsAreBitwiseIndependentOfBatch) {
           }
         }
       }
-    }
-  }
-}
-
-TEST(CpuIsa, NamesRoundTripAndGenericIsAlwaysAvailable) {
-  for (Isa isa : {Isa::kGeneric, Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Bf16}) {
-    EXPECT_EQ(parse_isa(isa_name(isa)), isa);
-  }
-  EXPECT_THROW(parse_isa("sse9"), std::exception);
-  const std::vector<Isa> isas = available_isas();
-  ASSERT_FALSE(isas.empty());
-  EXPECT_EQ(isas.front(), Isa::kGeneric);
-  EXPECT_TRUE(isa_available(current_isa()));
-}
-
-TEST(CpuIsa, SetIsaRejectsUnsupportedLevels) {
-  DispatchGuard guard;
-  for (Isa isa : {Isa::kGeneric, Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Bf16}) {
-    if (isa_available(isa)) {
-      set_isa(isa);
-      EXPECT_EQ(current_isa(), isa);
-      EXPECT_STREQ(isa_name(), isa_name(isa));
-    } else {
-      EXPECT_THROW(set_isa(isa), std::exception);
     }
   }
 }
