@@ -42,29 +42,11 @@ int64_t packed_value_offset(int64_t lane, int64_t word, int64_t t) {
 constexpr int64_t kBlockScaleBytes = 2;
 uint8_t stored_offset(QuantType type) { return type == QuantType::kQ8_0 ? 128 : 0; }
 
-// llama.cpp's quantize_row_q8_0 on one block of activations: q from the f32 scale, the scale
-// then stored as f16. Keeping llama.cpp's f16 scale (rather than the f32 one) makes a quantized
-// file's logits equal llama.cpp's: the rounding of the scale moves later q's rounding decisions.
-float quantize_block(const float* x, int8_t* q) {
-  float amax = 0;
-  for (int64_t t = 0; t < kQuantBlock; ++t) amax = std::max(amax, std::fabs(x[t]));
-  const float d = amax / 127.0f;
-  const float id = d != 0 ? 1.0f / d : 0.0f;
-  for (int64_t t = 0; t < kQuantBlock; ++t) {
-    // roundf (half away from zero) in integer steps the compiler vectorizes with SSE2; |r| <= 127.
-    const float r = x[t] * id;
-    const int32_t toward_zero = static_cast<int32_t>(r);
-    const float rest = r - static_cast<float>(toward_zero);  // exact
-    q[t] = static_cast<int8_t>(toward_zero + (rest >= 0.5f) - (rest <= -0.5f));
-  }
-  return model::f16_to_f32(model::f32_to_f16(d));
-}
-
 // From a full tile of rows of x the tile unit outruns VNNI; with fewer (decode, verify) it does not,
 // since every block's int32 sums leave the tiles through memory for their f32 scaling, and that
 // round trip costs what the tile saves. Measured on a Xeon with AMX, 2 threads, k = 1024, n = 4096,
-// AMX over VNNI: 8 rows 0.86x (q8_0) and 0.78x (q4_0); 16 rows 1.21x and 1.02x; 64 rows 1.29x and
-// 1.06x (docs/design.md, "AMX").
+// AMX over VNNI: 8 rows 0.86x (q8_0) and 0.78x (q4_0); 16 rows 1.13x and 1.03x; 64 rows 1.21x and
+// 1.23x (docs/design.md, "AMX").
 constexpr int64_t kAmxMinRows = 16;
 
 linear_quant_detail::GroupsKernel select_variant(Isa isa, int64_t m) {
@@ -155,13 +137,9 @@ void linear_quant(const float* x, int64_t m, int64_t k, const void* w, QuantType
   xd.resize(static_cast<size_t>(m * blocks));
   xbias.resize(static_cast<size_t>(m * blocks));
   const int32_t offset = stored_offset(type) != 0 ? 128 : 8;
-  for (int64_t i = 0; i < m * blocks; ++i) {
-    int8_t* q = xq.data() + i * kQuantBlock;
-    xd[i] = quantize_block(x + i * kQuantBlock, q);
-    int32_t sum = 0;
-    for (int64_t t = 0; t < kQuantBlock; ++t) sum += q[t];
-    xbias[i] = -offset * sum;
-  }
+  const linear_quant_detail::QuantizeKernel quantize =
+      current_isa() >= Isa::kAvx512 ? linear_quant_detail::quantize_avx512 : linear_quant_detail::quantize_generic;
+  quantize(x, m * blocks, offset, xq.data(), xd.data(), xbias.data());
   const Problem p{xq.data(), xd.data(), xbias.data(), m, k, blocks, static_cast<const uint8_t*>(w),
                   type, n, y, ldy, accumulate};
   const linear_quant_detail::GroupsKernel kernel = select_variant(current_isa(), m);

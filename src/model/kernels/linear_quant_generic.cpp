@@ -1,5 +1,6 @@
 // linear_quant in portable C++: the reference the SIMD variants reproduce bit for bit (the same
 // integer sums, then acc = fma(sum, d_w d_x, acc) block by block).
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -17,7 +18,32 @@ int32_t packed_value(const uint8_t* gb, QuantType type, int64_t lane, int64_t t)
   return t < 16 ? byte & 15 : byte >> 4;
 }
 
+float quantize_block(const float* x, int8_t* q) {
+  float amax = 0;
+  for (int64_t t = 0; t < kQuantBlock; ++t) amax = std::max(amax, std::fabs(x[t]));
+  const float d = amax / 127.0f;
+  const float id = d != 0 ? 1.0f / d : 0.0f;
+  for (int64_t t = 0; t < kQuantBlock; ++t) {
+    // roundf (half away from zero) in integer steps; |r| <= 127.
+    const float r = x[t] * id;
+    const int32_t toward_zero = static_cast<int32_t>(r);
+    const float rest = r - static_cast<float>(toward_zero);  // exact
+    q[t] = static_cast<int8_t>(toward_zero + (rest >= 0.5f) - (rest <= -0.5f));
+  }
+  return model::f16_to_f32(model::f32_to_f16(d));
+}
+
 }  // namespace
+
+void quantize_generic(const float* x, int64_t n_blocks, int32_t offset, int8_t* xq, float* xd, int32_t* xbias) {
+  for (int64_t i = 0; i < n_blocks; ++i) {
+    int8_t* q = xq + i * kQuantBlock;
+    xd[i] = quantize_block(x + i * kQuantBlock, q);
+    int32_t sum = 0;
+    for (int64_t t = 0; t < kQuantBlock; ++t) sum += q[t];
+    xbias[i] = -offset * sum;
+  }
+}
 
 void groups_generic(const Problem& p, int64_t g_begin, int64_t g_end) {
   const int64_t group_block = group_block_bytes(p.type);

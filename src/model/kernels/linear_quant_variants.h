@@ -34,6 +34,16 @@ constexpr int64_t kSubGroupBytes = 4 * kQuantGroupRows;
 inline int64_t sub_groups(QuantType type) { return type == QuantType::kQ8_0 ? 8 : 4; }
 inline int64_t group_block_bytes(QuantType type) { return kScaleBytes + sub_groups(type) * kSubGroupBytes; }
 
+// x's blocks of 32 (rows one after another) quantized as llama.cpp's quantize_row_q8_0 does: per
+// block d = max|x| / 127, q = round(x / d) with halves away from zero (roundf), d kept as f16 (the
+// rounding of the scale moves later q's rounding decisions, so keeping llama.cpp's f16 scale is what
+// makes a quantized file's logits equal llama.cpp's); xbias = -offset * sum q (Problem). Both
+// variants give the same bytes and bits.
+using QuantizeKernel = void (*)(const float* x, int64_t n_blocks, int32_t offset, int8_t* xq, float* xd,
+                                int32_t* xbias);
+void quantize_generic(const float* x, int64_t n_blocks, int32_t offset, int8_t* xq, float* xd, int32_t* xbias);
+void quantize_avx512(const float* x, int64_t n_blocks, int32_t offset, int8_t* xq, float* xd, int32_t* xbias);
+
 // Each computes y[:, 16 g_begin : min(n, 16 g_end)) for all m rows.
 using GroupsKernel = void (*)(const Problem& p, int64_t g_begin, int64_t g_end);
 void groups_generic(const Problem& p, int64_t g_begin, int64_t g_end);

@@ -140,6 +140,32 @@ TEST(LinearQuant, VariantsAgreeBitwiseAndRowsAreIndependent) {
   }
 }
 
+// The activations' scale d = max|x| / 127 is kept as f16 on every ISA alike, also where it is an f16
+// subnormal (below 6.1e-5) or rounds to zero (below 3e-8): rows of x scaled from 1 down to 1e-9, and
+// a row of zeros, give every variant the generic one's bits.
+TEST(LinearQuant, TinyActivationsTakeTheSameF16ScaleOnEveryIsa) {
+  DispatchGuard guard;
+  const Case c{11, 96, 20};
+  std::vector<float> x = testing::random_floats(static_cast<size_t>(c.m * c.k), -1.0f, 1.0f, 21);
+  for (int64_t i = 0; i < c.m; ++i)
+    for (int64_t t = 0; t < c.k; ++t) x[i * c.k + t] *= i == c.m - 1 ? 0.0f : std::pow(10.0f, -float(i));
+  for (QuantType type : {QuantType::kQ8_0, QuantType::kQ4_0}) {
+    const std::vector<uint8_t> w = packed(type, random_blocks(type, c.n, c.k, 22), c.n, c.k);
+    set_isa(Isa::kGeneric);
+    std::vector<float> expected(static_cast<size_t>(c.m * c.n));
+    linear_quant(x.data(), c.m, c.k, w.data(), type, c.n, expected.data(), c.n, false);
+    EXPECT_NE(expected[5 * c.n], 0.0f);              // 1e-5: an f16 subnormal scale, not zero
+    EXPECT_EQ(expected[(c.m - 1) * c.n], 0.0f);      // the zero row
+    for (Isa isa : available_isas()) {
+      set_isa(isa);
+      std::vector<float> y(expected.size());
+      linear_quant(x.data(), c.m, c.k, w.data(), type, c.n, y.data(), c.n, false);
+      EXPECT_EQ(0, std::memcmp(y.data(), expected.data(), y.size() * sizeof(float)))
+          << type_name(type) << " " << isa_name(isa);
+    }
+  }
+}
+
 // The activations round as llama.cpp's quantize_row_q8_0_ref does (roundf: halves away from zero,
 // values just below a half down): one block whose max is 127 (so 1 / d is exactly 1) holds exact
 // halves of both signs and their float neighbours; the weights are the identity (one 127 per
