@@ -28,6 +28,8 @@ void register_train_target(CLI::App& train) {
   cmd->add_option("--weight-decay", o->weight_decay, "AdamW weight decay (matrices only)")->capture_default_str();
   cmd->add_option("--clip", o->grad_clip, "gradient-norm clip")->capture_default_str();
   cmd->add_option("--seed", o->seed, "seed of the initial weights and the data order")->capture_default_str();
+  cmd->add_option("--grow-from", o->grow_from,
+                  "start from this trained smaller model, grown into --config's shape (same function)");
   cmd->add_option("--save-every", o->save_every, "steps between checkpoints")->capture_default_str();
   cmd->add_option("--eval-every", o->eval_every, "steps between validations")->capture_default_str();
   cmd->add_option("--eval-windows", o->eval_windows, "validation windows per domain")->capture_default_str();

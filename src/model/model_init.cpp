@@ -41,18 +41,26 @@ std::vector<TensorSpec> hf_checkpoint_layout(const ModelConfig& c) {
   return specs;
 }
 
-void write_random_checkpoint(const ModelConfig& config, const std::string& out_dir, const InitOptions& options) {
+InitialWeights random_weights(const ModelConfig& config, uint64_t seed) {
+  const double stddev = config.raw.value("initializer_range", 0.02);
+  at::Generator generator = at::detail::createCPUGenerator(seed);
+  InitialWeights weights;
+  for (TensorSpec& spec : hf_checkpoint_layout(config)) {
+    torch::Tensor t = spec.is_norm ? torch::ones(spec.shape) : torch::randn(spec.shape, generator) * stddev;
+    weights.emplace_back(std::move(spec), std::move(t));
+  }
+  return weights;
+}
+
+void write_checkpoint(const ModelConfig& config, const std::string& out_dir, const InitialWeights& weights,
+                      const InitOptions& options) {
   const std::filesystem::path dir(out_dir);
   std::filesystem::create_directories(dir);
   const bool bf16 = config.torch_dtype != "float32";
-  const double stddev = config.raw.value("initializer_range", 0.02);
-
-  at::Generator generator = at::detail::createCPUGenerator(options.seed);
-  std::vector<torch::Tensor> tensors;
+  std::vector<torch::Tensor> tensors;  // keeps the converted data alive until written
   std::vector<TensorToWrite> to_write;
-  for (const TensorSpec& spec : hf_checkpoint_layout(config)) {
-    torch::Tensor t = spec.is_norm ? torch::ones(spec.shape) : torch::randn(spec.shape, generator) * stddev;
-    t = t.to(bf16 ? torch::kBFloat16 : torch::kFloat32).contiguous();
+  for (const auto& [spec, weight] : weights) {
+    torch::Tensor t = weight.to(bf16 ? torch::kBFloat16 : torch::kFloat32).contiguous();
     to_write.push_back({spec.name, bf16 ? DType::kBF16 : DType::kF32, spec.shape, t.data_ptr(),
                         static_cast<size_t>(t.numel() * t.element_size())});
     tensors.push_back(std::move(t));
@@ -68,6 +76,10 @@ void write_random_checkpoint(const ModelConfig& config, const std::string& out_d
   GenerationConfig generation;
   generation.eos_token_ids = config.eos_token_ids;
   write_json_file(dir / "generation_config.json", generation.to_json());
+}
+
+void write_random_checkpoint(const ModelConfig& config, const std::string& out_dir, const InitOptions& options) {
+  write_checkpoint(config, out_dir, random_weights(config, options.seed), options);
 }
 
 }  // namespace dspark::model

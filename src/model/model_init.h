@@ -3,7 +3,10 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include <torch/torch.h>
 
 #include "model/config.h"
 
@@ -23,8 +26,18 @@ struct InitOptions {
   int64_t max_shard_bytes = 0;  // > 0: write model-0000i-of-0000n.safetensors shards + index
 };
 
-// Creates out_dir (if needed) and writes the checkpoint; weights are stored in config.torch_dtype
-// ("bfloat16" or "float32").
+using InitialWeights = std::vector<std::pair<TensorSpec, torch::Tensor>>;  // f32, in file order
+
+// The random initial weights: norms 1, matrices N(0, initializer_range), drawn in file order from
+// one generator seeded with `seed`.
+InitialWeights random_weights(const ModelConfig& config, uint64_t seed);
+
+// Creates out_dir (if needed) and writes config.json, generation_config.json and the weights,
+// stored in config.torch_dtype ("bfloat16" or "float32").
+void write_checkpoint(const ModelConfig& config, const std::string& out_dir, const InitialWeights& weights,
+                      const InitOptions& options);
+
+// write_checkpoint of random_weights(config, options.seed).
 void write_random_checkpoint(const ModelConfig& config, const std::string& out_dir, const InitOptions& options);
 
 }  // namespace dspark::model

@@ -10,6 +10,7 @@
 #include "common/json_file.h"
 #include "common/progress.h"
 #include "model/config.h"
+#include "model/model_grow.h"
 #include "model/model_init.h"
 #include "model/safetensors.h"
 #include "model/transformer.h"
@@ -34,6 +35,7 @@ json schedule_fingerprint(const TargetTrainOptions& o, int64_t n_windows) {
                       {"train_windows", n_windows}};
   // Absent when off, so that checkpoints written before the option existed still resume.
   if (o.bf16_autocast) fingerprint["bf16_autocast"] = true;
+  if (!o.grow_from.empty()) fingerprint["grow_from"] = o.grow_from.string();
   return fingerprint;
 }
 
@@ -132,7 +134,12 @@ TargetTrainResult train_target(const TargetTrainOptions& o) {
     start_step = 0;
     checkpoint = o.out_dir / "checkpoints" / checkpoint_name(0);
     fs::remove_all(checkpoint);
-    model::write_random_checkpoint(config, checkpoint.string(), {.seed = o.seed});
+    if (o.grow_from.empty()) {
+      model::write_random_checkpoint(config, checkpoint.string(), {.seed = o.seed});
+    } else {
+      std::fprintf(stderr, "growing %s into %s\n", o.grow_from.c_str(), o.model_config.c_str());
+      model::write_checkpoint(config, checkpoint.string(), model::grown_weights(o.grow_from.string(), config, o.seed), {});
+    }
     write_json_file(checkpoint / "trainer_state.json", {{"step", 0}, {"schedule", fingerprint}});
   } else {
     const json state = read_json_file(checkpoint / "trainer_state.json");

@@ -34,6 +34,9 @@ struct TargetTrainOptions {
   double weight_decay = 0.1;
   double grad_clip = 1.0;
   uint64_t seed = 0;           // initial weights and data order
+  // A trained smaller model to start from instead of random weights: it is grown into
+  // model_config's shape computing the same function (model/model_grow.h).
+  std::filesystem::path grow_from;
   int64_t save_every = 100;    // steps between checkpoints (and at the end)
   int64_t eval_every = 200;    // steps between validations (and at the end)
   int64_t eval_windows = 16;   // validation windows per domain
