@@ -3,10 +3,11 @@
 # run so a drift of the shared machine's speed hits both alike; medians of RUNS runs (default 7).
 #   scripts/bench_ab.sh OLD_BINARY NEW_BINARY [RUNS] [SERVE_RUNS]
 # Single-request generation (greedy, 128 new tokens after a 16-token prompt, EOS ignored) on the
-# shipped model and on a random Qwen3-0.6B-shaped model, autoregressive and with a DSpark drafter
-# (random for the 0.6B shape: acceptance is meaningless there, the point is the drafting and
-# verifying overhead), then `bench serve` aggregate throughput (dspark-async, 64 new tokens per
-# request) at C = 1, 8, 64. tokens/s is
+# shipped model, on a random Qwen3-0.6B-shaped model and on models/target-20l when present,
+# autoregressive and with a DSpark drafter (random for the 0.6B shape and the 20-layer target:
+# acceptance is meaningless there, the point is the drafting and verifying overhead), then
+# `bench serve` aggregate throughput (dspark-async, 64 new tokens per request) at C = 1, 8, 64.
+# tokens/s is
 # (generated - 1) / (end - first token), computed the same way from either binary's JSON. Weights
 # are bf16 in both (`--dtype bf16`): binaries from before `--dtype auto` converted every checkpoint
 # to bf16, while auto keeps an f32 one f32 (half the speed, which is no engine difference).
@@ -52,6 +53,13 @@ case_ab default-ar --model models/default
 case_ab default-dspark --model models/default --draft models/tiny-target-8l-dspark
 case_ab big-ar --model "$big"
 case_ab big-dspark --model "$big" --draft "$out/big-dspark"
+# The 67M target (the coming default), with a random drafter until its trained ones ship.
+if [ -f models/target-20l/config.json ]; then
+  [ -f "$out/target-20l-dspark/config.json" ] ||
+    build/dspark model init-drafter --target models/target-20l --method dspark --out "$out/target-20l-dspark" --seed 1
+  case_ab target-20l-ar --model models/target-20l
+  case_ab target-20l-dspark --model models/target-20l --draft "$out/target-20l-dspark"
+fi
 
 echo
 echo "| bench serve, aggregate tokens/s (median of $serve_runs repeats, alternating binaries) | old | new | new / old |"
