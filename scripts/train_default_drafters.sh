@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Trains the default target's drafters with our own pipeline, after scripts/train_default_model.sh:
 # the target's own answers to the corpus's train conversations (`data regenerate`, DeepSpec's Qwen3
-# sampling), then DSpark, DFlash and EAGLE-3 drafters on them (bf16 autocast), each installed as
-# models/target-20l-METHOD/, then the DSpark drafter's STS calibration (sts.json beside it).
+# sampling), then DSpark, DFlash and EAGLE-3 drafters on them (bf16 autocast where the CPU has
+# bf16 dot products), each installed as models/target-20l-METHOD/, then the DSpark drafter's STS
+# calibration (sts.json beside it).
 # Usage: scripts/train_default_drafters.sh [RUN_DIR]   (default: runs/, ignored by git)
 # Every step resumes when rerun: regenerate skips finished conversations, training restarts from
 # its newest checkpoint (every 100 steps), and a drafter already installed is not trained again.
@@ -13,12 +14,15 @@ target=models/target-20l
 data="$run/drafter-data-20l/regenerated.jsonl"
 test -f "$target/config.json" || { echo "no $target: run scripts/train_default_model.sh first" >&2; exit 1; }
 mkdir -p "$(dirname "$data")"
+# bf16 autocast only where the CPU has bf16 dot products: elsewhere it is slower than f32.
+autocast=()
+grep -qw -E "avx512_bf16|amx_bf16" /proc/cpuinfo && autocast=(--bf16-autocast)
 build/dspark data regenerate --target "$target" --corpus "$run/corpus" --out "$data" --limit 7000 --batch 32
 for method in dspark dflash eagle3; do
   dest="models/target-20l-$method"
   if [ -f "$dest/config.json" ]; then echo "$dest exists: skipped"; continue; fi
   build/dspark train drafter --target "$target" --method "$method" --data "$data" --out "$run/drafter-20l-$method" \
-    --anchors 16 --batch 8 --epochs 3 --eval-every 250 --save-every 100 --bf16-autocast
+    --anchors 16 --batch 8 --epochs 3 --eval-every 250 --save-every 100 "${autocast[@]}"
   mkdir -p "$dest"
   cp "$run/drafter-20l-$method"/model/* "$dest/"
 done
