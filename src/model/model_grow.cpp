@@ -4,30 +4,13 @@
 
 #include "common/error.h"
 #include "model/safetensors.h"
+#include "model/transformer.h"
 
 namespace dspark::model {
 
 namespace {
 
 using nlohmann::json;
-
-torch::ScalarType scalar_type(DType dtype) {
-  switch (dtype) {
-    case DType::kF32: return torch::kFloat32;
-    case DType::kF16: return torch::kFloat16;
-    case DType::kBF16: return torch::kBFloat16;
-  }
-  return torch::kFloat32;
-}
-
-// Every tensor of the small checkpoint, as f32, by name.
-std::map<std::string, torch::Tensor> read_f32(const SafetensorsArchive& archive) {
-  std::map<std::string, torch::Tensor> tensors;
-  for (const auto& [name, view] : archive.views())
-    tensors[name] = torch::from_blob(const_cast<void*>(view.data), view.shape, scalar_type(view.dtype))
-                        .to(torch::kFloat32, /*non_blocking=*/false, /*copy=*/true);
-  return tensors;
-}
 
 json rope_scaling_of(const ModelConfig& c) {
   const auto it = c.raw.find("rope_scaling");
@@ -60,11 +43,10 @@ InitialWeights grown_weights(const std::string& small_dir, const ModelConfig& bi
   const ModelConfig small = ModelConfig::load(small_dir);
   check_fits(small, big, small_dir);
   const SafetensorsArchive archive = SafetensorsArchive::open(small_dir);
-  const std::map<std::string, torch::Tensor> w = read_f32(archive);
+  // A small tensor as f32 (each is read once); the archive names a missing one.
   auto get = [&](const std::string& name) {
-    const auto it = w.find(name);
-    if (it == w.end()) throw Error(small_dir + ": no tensor '" + name + "'");
-    return it->second;
+    const TensorView& view = archive.get(name);
+    return torch::from_blob(const_cast<void*>(view.data), view.shape, to_scalar_type(view.dtype)).to(torch::kFloat32);
   };
   const int64_t k = big.hidden_size / small.hidden_size;
   const double kd = static_cast<double>(k);
@@ -93,8 +75,9 @@ InitialWeights grown_weights(const std::string& small_dir, const ModelConfig& bi
       continue;
     }
     // model.layers.<b>.<part>
-    const size_t dot = name.find('.', 13);
-    const int64_t b = std::stoll(name.substr(13, dot - 13));
+    static const std::string kLayers = "model.layers.";
+    const size_t dot = name.find('.', kLayers.size());
+    const int64_t b = std::stoll(name.substr(kLayers.size(), dot - kLayers.size()));
     const std::string part = name.substr(dot + 1);
     const bool output = part == "self_attn.o_proj.weight" || part == "mlp.down_proj.weight";
     if (output) t.zero_();

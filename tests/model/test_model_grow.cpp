@@ -33,6 +33,13 @@ void write_small(const std::string& dir, bool tied) {
   write_checkpoint(c, dir, w, {});
 }
 
+// The small model in small_dir grown into big_json's shape, written to big_dir and loaded (f32).
+Transformer grow(const std::string& small_dir, const nlohmann::json& big_json, const std::string& big_dir) {
+  const ModelConfig big = ModelConfig::from_json(big_json, "big");
+  write_checkpoint(big, big_dir, grown_weights(small_dir, big, 11), {});
+  return Transformer::load(big_dir, {.weight_dtype = WeightDType::kF32});
+}
+
 torch::Tensor logits(const Transformer& m, const torch::Tensor& ids) {  // ids [b, t] -> [b, t, vocab]
   return m.lm_head(m.forward_sequences(ids).final_hidden);
 }
@@ -45,11 +52,8 @@ TEST_P(GrowModel, TheGrownModelComputesTheSmallOnesLogits) {
   torch::NoGradGuard no_grad;
   test::TempDir small_dir, big_dir;
   write_small(small_dir.str(), GetParam());
-  const ModelConfig big = ModelConfig::from_json(qwen3_json(7, 96, 6, 3, 160, GetParam()), "big");
-  write_checkpoint(big, big_dir.str(), grown_weights(small_dir.str(), big, 11), {});
-
+  const Transformer grown = grow(small_dir.str(), qwen3_json(7, 96, 6, 3, 160, GetParam()), big_dir.str());
   const Transformer small = Transformer::load(small_dir.str(), {.weight_dtype = WeightDType::kF32});
-  const Transformer grown = Transformer::load(big_dir.str(), {.weight_dtype = WeightDType::kF32});
   ASSERT_EQ(grown.config().hidden_size, 96);
   torch::manual_seed(5);
   const torch::Tensor ids = torch::randint(0, 96, {2, 12}, torch::kInt64);
@@ -68,9 +72,7 @@ INSTANTIATE_TEST_SUITE_P(Embeddings, GrowModel, ::testing::Values(true, false),
 TEST(GrowModelTraining, AfterOneStepGradientsTellTheCopiesOfTheStreamApart) {
   test::TempDir small_dir, big_dir;
   write_small(small_dir.str(), true);
-  const ModelConfig big = ModelConfig::from_json(qwen3_json(4, 64, 4, 2, 96, true), "big");
-  write_checkpoint(big, big_dir.str(), grown_weights(small_dir.str(), big, 11), {});
-  Transformer grown = Transformer::load(big_dir.str(), {.weight_dtype = WeightDType::kF32});
+  Transformer grown = grow(small_dir.str(), qwen3_json(4, 64, 4, 2, 96, true), big_dir.str());
   grown.set_requires_grad(true);
   torch::manual_seed(5);
   const torch::Tensor ids = torch::randint(0, 96, {2, 12}, torch::kInt64);
