@@ -19,6 +19,8 @@ mkdir -p "$out"
 big=build/models/qwen3-0.6b-shape
 [ -f "$big/config.json" ] || build/dspark model init --config configs/qwen3-0.6b-shape.json --out "$big" --seed 1
 [ -f "$out/big-dspark/config.json" ] || build/dspark model init-drafter --target "$big" --method dspark --out "$out/big-dspark" --seed 1
+# The shipped default target's own DSpark drafter (models/<target>-dspark).
+default_dspark=models/$(basename "$(readlink -f models/default)")-dspark
 prompt="3,14,15,92,65,35,89,79,32,38,46,26,43,38,32,79"
 
 rate() {  # one JSON line of `generate --json` -> decode tokens/s
@@ -50,11 +52,11 @@ print(f'| $label | {statistics.median(o):.1f} | {statistics.median(n):.1f} | {st
 echo "| single request, tokens/s (median of $runs) | old | new | new / old | median of pair ratios |"
 echo "|---|---|---|---|---|"
 case_ab default-ar --model models/default
-case_ab default-dspark --model models/default --draft models/tiny-target-8l-dspark
+case_ab default-dspark --model models/default --draft "$default_dspark"
 case_ab big-ar --model "$big"
 case_ab big-dspark --model "$big" --draft "$out/big-dspark"
-# The 67M target (the coming default), with a random drafter until its trained ones ship.
-if [ -f models/target-20l/config.json ]; then
+# The 67M target with a random drafter (overhead, not acceptance), unless it is the default already.
+if [ -f models/target-20l/config.json ] && [ "$(readlink -f models/default)" != "$(readlink -f models/target-20l)" ]; then
   [ -f "$out/target-20l-dspark/config.json" ] ||
     build/dspark model init-drafter --target models/target-20l --method dspark --out "$out/target-20l-dspark" --seed 1
   case_ab target-20l-ar --model models/target-20l
@@ -65,9 +67,9 @@ echo
 echo "| bench serve, aggregate tokens/s (median of $serve_runs repeats, alternating binaries) | old | new | new / old |"
 echo "|---|---|---|---|"
 # One step-cost profile for both binaries, so their schedules decide alike.
-[ -f "$out/sps.json" ] || "$new" profile --draft models/tiny-target-8l-dspark --max-requests 64 --out "$out/sps.json" 2>/dev/null
+[ -f "$out/sps.json" ] || "$new" profile --draft "$default_dspark" --max-requests 64 --out "$out/sps.json" 2>/dev/null
 serve() {  # binary, schedule, concurrency -> aggregate tok/s
-  "$1" bench serve --draft models/tiny-target-8l-dspark --schedule "$2" --concurrency "$3" --repeats 1 --max-tokens 64 \
+  "$1" bench serve --draft "$default_dspark" --schedule "$2" --concurrency "$3" --repeats 1 --max-tokens 64 \
     --sps "$out/sps.json" \
     --prompts ../shared/data/chat/vicuna_bench/question.jsonl --limit 32 --temperature 0 --json 2>/dev/null |
     python3 -c "import json, sys; print(json.load(sys.stdin)[0]['aggregate_tps'])"
