@@ -43,33 +43,43 @@ case_ab() {  # label, generate flags...
         rate >> "$out/$label.$([ "$b" = "$old" ] && echo old || echo new)"
     done
   done
+  # The pair ratios' median with a 95% bootstrap interval (2000 resamples, seed 1): on this VM
+  # single runs spread by 5-10%, so the interval says whether a 3% difference is resolved.
   python3 -c "
-import statistics
+import random, statistics
 o = [float(x) for x in open('$out/$label.old')]; n = [float(x) for x in open('$out/$label.new')]
-pairs = statistics.median(b / a for a, b in zip(o, n))
-print(f'| $label | {statistics.median(o):.1f} | {statistics.median(n):.1f} | {statistics.median(n) / statistics.median(o):.3f} | {pairs:.3f} |')"
+r = [b / a for a, b in zip(o, n)]
+random.seed(1)
+boot = sorted(statistics.median(random.choices(r, k=len(r))) for _ in range(2000))
+print(f'| $label | {statistics.median(o):.1f} | {statistics.median(n):.1f} | {statistics.median(n) / statistics.median(o):.3f} | '
+      f'{statistics.median(r):.3f} [{boot[50]:.3f}, {boot[1949]:.3f}] |')"
 }
-echo "| single request, tokens/s (median of $runs) | old | new | new / old | median of pair ratios |"
+# CASES (environment) names the single-request cases to run, e.g. CASES="default-ar default-dspark";
+# all by default. SERVE_RUNS = 0 skips the bench serve part.
+wanted() { [ -z "${CASES:-}" ] || [[ " $CASES " == *" $1 "* ]]; }
+echo "| single request, tokens/s (median of $runs) | old | new | new / old | median of pair ratios [95% CI] |"
 echo "|---|---|---|---|---|"
-case_ab default-ar --model models/default
-case_ab default-dspark --model models/default --draft "$default_dspark"
-case_ab big-ar --model "$big"
-case_ab big-dspark --model "$big" --draft "$out/big-dspark"
+wanted default-ar && case_ab default-ar --model models/default
+wanted default-dspark && case_ab default-dspark --model models/default --draft "$default_dspark"
+wanted big-ar && case_ab big-ar --model "$big"
+wanted big-dspark && case_ab big-dspark --model "$big" --draft "$out/big-dspark"
 # The 67M target with a random drafter (overhead, not acceptance), unless it is the default already.
 if [ -f models/target-20l/config.json ] && [ "$(readlink -f models/default)" != "$(readlink -f models/target-20l)" ]; then
   [ -f "$out/target-20l-dspark/config.json" ] ||
     build/dspark model init-drafter --target models/target-20l --method dspark --out "$out/target-20l-dspark" --seed 1
-  case_ab target-20l-ar --model models/target-20l
-  case_ab target-20l-dspark --model models/target-20l --draft "$out/target-20l-dspark"
+  wanted target-20l-ar && case_ab target-20l-ar --model models/target-20l
+  wanted target-20l-dspark && case_ab target-20l-dspark --model models/target-20l --draft "$out/target-20l-dspark"
 fi
 
+[ "$serve_runs" -gt 0 ] || exit 0
 echo
 echo "| bench serve, aggregate tokens/s (median of $serve_runs repeats, alternating binaries) | old | new | new / old |"
 echo "|---|---|---|---|"
 # One step-cost profile for both binaries, so their schedules decide alike.
-[ -f "$out/sps.json" ] || "$new" profile --draft "$default_dspark" --max-requests 64 --out "$out/sps.json" 2>/dev/null
+[ -f "$out/sps.json" ] || "$new" profile --model models/default --draft "$default_dspark" --max-requests 64 --out "$out/sps.json" > /dev/null 2>&1
 serve() {  # binary, schedule, concurrency -> aggregate tok/s
-  "$1" bench serve --draft "$default_dspark" --schedule "$2" --concurrency "$3" --repeats 1 --max-tokens 64 \
+  # --target: a binary's implicit default is models/default of the tree it was built from.
+  "$1" bench serve --target models/default --draft "$default_dspark" --schedule "$2" --concurrency "$3" --repeats 1 --max-tokens 64 \
     --sps "$out/sps.json" \
     --prompts ../shared/data/chat/vicuna_bench/question.jsonl --limit 32 --temperature 0 --json 2>/dev/null |
     python3 -c "import json, sys; print(json.load(sys.stdin)[0]['aggregate_tps'])"

@@ -20,6 +20,8 @@ prompts=../shared/data/eval/gsm8k.jsonl
 # (top-k 20, top-p 0.8) where the in-process benchmark samples from the whole distribution.
 common=(--prompts "$prompts" --max-tokens 64 --ignore-eos --temperature 1 --top-k 0 --top-p 1)
 
+# The server's own choice: the default model with the DSpark drafter shipped beside it.
+draft=models/$(basename "$(readlink -f models/default)")-dspark
 log="$out/server.log"
 build/dspark --threads "$threads" serve --port 0 --schedule fixed --max-concurrency 32 > "$log" 2> "$out/server.err" &
 server=$!
@@ -33,7 +35,7 @@ ttft_sum_count() {  # the server's TTFT histogram: "sum count"
 }
 
 for r in $(seq "$repeats"); do
-  build/dspark --threads "$threads" bench serve --draft models/tiny-target-8l-dspark --schedule fixed --concurrency 1,8,32 --repeats 1 \
+  build/dspark --threads "$threads" bench serve --target models/default --draft "$draft" --schedule fixed --concurrency 1,8,32 --repeats 1 \
     "${common[@]}" --json-out "$out/inproc.$r.json" > /dev/null 2>&1
   build/dspark --threads 1 bench serve --url "$url" --max-concurrency 1 "${common[@]}" --json-out "$out/http1.$r.json" \
     > /dev/null 2>&1 &

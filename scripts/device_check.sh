@@ -203,11 +203,11 @@ s_logits() {
 s_greedy_cli() {
   deps_env "$prefix"
   local ok=0 prompt="1,2,3,4,5,6,7,8" ar spec d
-  ar=$("$dspark" --device "$dev" generate --prompt-ids "$prompt" --temperature 0 --max-tokens 96 --ignore-eos --json) || return 1
+  ar=$("$dspark" --device "$dev" generate --model "$root/models/tiny-target-8l" --prompt-ids "$prompt" --temperature 0 --max-tokens 96 --ignore-eos --json) || return 1
   for d in dspark dflash eagle3 ngram; do
     local draft=(--draft "$root/models/tiny-target-8l-$d")
     [ "$d" = ngram ] && draft=(--method ngram)
-    spec=$("$dspark" --device "$dev" generate --prompt-ids "$prompt" --temperature 0 --max-tokens 96 --ignore-eos --json \
+    spec=$("$dspark" --device "$dev" generate --model "$root/models/tiny-target-8l" --prompt-ids "$prompt" --temperature 0 --max-tokens 96 --ignore-eos --json \
       "${draft[@]}") || { ok=1; continue; }
     python3 "$root/scripts/hf_reference.py" same-ids --a "$ar" --b "$spec" --label "$d" --out "$results/greedy_$d.json" || ok=1
   done
@@ -226,7 +226,7 @@ s_bench_forward() {
 
 s_profile() {
   deps_env "$prefix"
-  "$dspark" --device "$dev" profile --draft "$root/models/tiny-target-8l-dspark" --max-requests 16 --gamma 7 --runs 3 \
+  "$dspark" --device "$dev" profile --model "$root/models/tiny-target-8l" --draft "$root/models/tiny-target-8l-dspark" --max-requests 16 --gamma 7 --runs 3 \
     --out "$results/step_cost.json"
 }
 
@@ -234,7 +234,7 @@ s_serve() {
   deps_env "$prefix"
   local sps=()
   [ -f "$results/step_cost.json" ] && sps=(--sps "$results/step_cost.json")
-  "$dspark" --device "$dev" bench serve --draft "$root/models/tiny-target-8l-dspark" "${sps[@]}" \
+  "$dspark" --device "$dev" bench serve --target "$root/models/tiny-target-8l" --draft "$root/models/tiny-target-8l-dspark" "${sps[@]}" \
     --schedule none,fixed,dspark-sync --concurrency 1,4,16 --max-tokens 64 --temperature 1.0 \
     --prompts "$carry/shared/data/chat/vicuna_bench/question.jsonl" --json-out "$results/serve.json"
 }
