@@ -131,6 +131,20 @@ double fit_position(const Column& c, const StsGrid& grid) {
   return cands[best_of(cands)].t;
 }
 
+// ROC-AUC of prod_{j<=k} exact_j against [k < accepted], over the rounds with exact values through k.
+double exact_auc(std::span<const Round> rounds, int k) {
+  std::vector<double> predictions;
+  std::vector<uint8_t> labels;
+  for (const Round& round : rounds) {
+    if (round.exact.size() <= static_cast<size_t>(k)) continue;
+    double a = 1.0;
+    for (int j = 0; j <= k; ++j) a *= round.exact[static_cast<size_t>(j)];
+    predictions.push_back(a);
+    labels.push_back(round.accepted > k ? 1 : 0);
+  }
+  return roc_auc(predictions, labels);
+}
+
 }  // namespace
 
 std::vector<double> cumulative_survival(std::span<const double> logits, std::span<const double> temperatures) {
@@ -195,6 +209,7 @@ std::vector<StsPositionReport> sts_report(std::span<const Round> rounds, std::sp
     rep.auc_after = roc_auc(after.predictions, after.labels);
     rep.brier_before = brier_score(before.predictions, before.labels);
     rep.brier_after = brier_score(after.predictions, after.labels);
+    rep.auc_exact = exact_auc(rounds, k);
     out.push_back(rep);
   }
   return out;

@@ -26,6 +26,8 @@ namespace dspark::calibrate {
 struct Round {
   std::vector<double> logits;  // [g] confidence logits of the proposed slots, g <= n_positions
   int accepted = 0;            // drafted slots the target accepted, 0..g; slot k's label is [k < accepted]
+  std::vector<double> exact;   // [<= g] optional: each slot's exact acceptance probability 1 - TV(p, q),
+                               // what a perfect head would predict (StsPositionReport::auc_exact)
 };
 
 // The temperature grid. Coarse: n_coarse points log-spaced on [t_min, t_max]; with the defaults,
@@ -80,6 +82,10 @@ struct StsPositionReport {
   double auc_after = 0.0;     // ... scaled
   double brier_before = 0.0;
   double brier_after = 0.0;
+  // ROC-AUC of the exact prefix-acceptance probability prod_{j<=k} (1 - TV(p_j, q_j)), over the
+  // rounds that carry it: the ranking a perfect confidence head would reach on these rounds (its
+  // labels are still Bernoulli draws), so the ceiling of auc_after. NaN without exact values.
+  double auc_exact = 0.0;
 };
 // temperatures: [n_positions]; one report per position.
 std::vector<StsPositionReport> sts_report(std::span<const Round> rounds, std::span<const double> temperatures);

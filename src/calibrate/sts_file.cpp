@@ -11,10 +11,12 @@ void write_sts_file(const std::filesystem::path& drafter_dir, const StsFile& sts
   nlohmann::json positions = nlohmann::json::array();
   for (const StsPositionReport& r : sts.positions) {
     if (r.n == 0) continue;
-    positions.push_back({{"position", r.position + 1}, {"rounds", r.n}, {"acceptance", r.label_mean},
-                         {"temperature", sts.temperatures.at(static_cast<size_t>(r.position))},
-                         {"ece_before", r.ece_before}, {"ece_after", r.ece_after}, {"auc_before", r.auc_before},
-                         {"auc_after", r.auc_after}});
+    nlohmann::json position = {{"position", r.position + 1}, {"rounds", r.n}, {"acceptance", r.label_mean},
+                               {"temperature", sts.temperatures.at(static_cast<size_t>(r.position))},
+                               {"ece_before", r.ece_before}, {"ece_after", r.ece_after},
+                               {"auc_before", r.auc_before}, {"auc_after", r.auc_after}};
+    if (std::isfinite(r.auc_exact)) position["auc_exact"] = r.auc_exact;
+    positions.push_back(position);
   }
   write_json_file(drafter_dir / kStsFile, {{"temperatures", sts.temperatures},
                                            {"rounds", sts.rounds},

@@ -64,6 +64,7 @@ std::vector<calibrate::Round> to_rounds(const std::vector<engine::DraftRound>& s
       round.logits.push_back(std::log(p / (1.0 - p)));
     }
     round.accepted = static_cast<int>(r.accepted);
+    round.exact.assign(r.exact_acceptance.begin(), r.exact_acceptance.end());
     rounds.push_back(std::move(round));
   }
   return rounds;
@@ -89,20 +90,24 @@ void run(CalibrateArgs a) {
 
   std::printf("STS on %zu rounds from %zu held-out prompts (T = %.2f, gamma = %d)\n\n", rounds.size(), prompts.size(),
               a.options.temperature, n_positions);
-  std::printf("| position | rounds | acceptance | temperature | ECE before | ECE after | AUC before | AUC after |\n");
-  std::printf("|---|---|---|---|---|---|---|---|\n");
-  double ece_before = 0, ece_after = 0, auc_after = 0, weight = 0;
+  // "AUC exact": the AUC of the exact acceptance probabilities (1 - TV per slot), the ceiling of
+  // any confidence head on these rounds.
+  std::printf("| position | rounds | acceptance | temperature | ECE before | ECE after | AUC before | AUC after | AUC exact |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|\n");
+  double ece_before = 0, ece_after = 0, auc_after = 0, auc_exact = 0, weight = 0;
   for (const auto& r : report) {
     if (r.n == 0) continue;
-    std::printf("| %d | %lld | %.3f | %.3f | %.4f | %.4f | %.3f | %.3f |\n", r.position + 1, static_cast<long long>(r.n),
-                r.label_mean, temperatures[r.position], r.ece_before, r.ece_after, r.auc_before, r.auc_after);
+    std::printf("| %d | %lld | %.3f | %.3f | %.4f | %.4f | %.3f | %.3f | %.3f |\n", r.position + 1,
+                static_cast<long long>(r.n), r.label_mean, temperatures[r.position], r.ece_before, r.ece_after,
+                r.auc_before, r.auc_after, r.auc_exact);
     const double w = static_cast<double>(r.n);
     ece_before += w * r.ece_before, ece_after += w * r.ece_after, weight += w;
     if (!std::isnan(r.auc_after)) auc_after += w * r.auc_after;
+    if (!std::isnan(r.auc_exact)) auc_exact += w * r.auc_exact;
   }
   if (weight > 0) {
-    std::printf("\nmean over positions (weighted by rounds): ECE %.4f -> %.4f, AUC %.3f\n", ece_before / weight,
-                ece_after / weight, auc_after / weight);
+    std::printf("\nmean over positions (weighted by rounds): ECE %.4f -> %.4f, AUC %.3f (exact probabilities: %.3f)\n",
+                ece_before / weight, ece_after / weight, auc_after / weight, auc_exact / weight);
   }
   if (!a.dry_run) {
     calibrate::write_sts_file(a.draft_dir,

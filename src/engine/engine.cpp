@@ -200,7 +200,10 @@ void Engine::verify_and_commit(Active& a, const draft::DraftBlock& block, int64_
   const int64_t n_acc = verdict.n_accepted;
   const bool has_confidence = !block.confidence.empty();
   if (l > 0) policy_.observe(l, n_acc, has_confidence);
-  if (options_.record_rounds && a.draft_slot >= 0) a.outcome.rounds.push_back({block.confidence, l, n_acc});
+  if (options_.record_rounds && a.draft_slot >= 0)
+    a.outcome.rounds.push_back({block.confidence, l, n_acc,
+                                sampling::acceptance_probabilities(out.logits.narrow(0, rows.first_logit, l + 1), drafts,
+                                                                   block.probs, a.request.sampling)});
   int64_t committed = 0;
   for (int64_t k = 0; k < n_acc && !a.done; ++k, ++committed) emit(a, drafts[k]);
   if (!a.done) {

@@ -54,6 +54,8 @@ struct DraftRound {                      // one decode step of a request that dr
   std::vector<float> confidence;         // [proposed] c_k of the block (empty without a confidence head)
   int64_t verified = 0;                  // drafts sent to the target
   int64_t accepted = 0;                  // drafts accepted
+  std::vector<float> exact_acceptance;   // [verified] 1 - TV(p_k, q_k) of each verified slot: what a
+                                         // perfect confidence head would say (sampling/verify.h)
 };
 
 struct RequestOutcome {

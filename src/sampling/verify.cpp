@@ -29,4 +29,22 @@ VerifyOutcome verify_drafts(const torch::Tensor& target_logits, std::span<const 
                   : verify_sampled(p_span, q_span, drafts, p.size(1), rng);
 }
 
+std::vector<float> acceptance_probabilities(const torch::Tensor& target_logits, std::span<const int64_t> drafts,
+                                            const torch::Tensor& draft_probs, const SamplingParams& params) {
+  const int64_t n = static_cast<int64_t>(drafts.size());
+  std::vector<float> out(static_cast<size_t>(n));
+  if (n == 0) return out;
+  if (params.greedy()) {
+    const torch::Tensor logits = target_logits.narrow(0, 0, n).to(torch::kFloat32).cpu().contiguous();
+    for (int64_t k = 0; k < n; ++k)
+      out[k] = argmax(logits[k].data_ptr<float>(), logits.size(1)) == drafts[k] ? 1.0f : 0.0f;
+    return out;
+  }
+  const torch::Tensor p = sampling_probs(target_logits.narrow(0, 0, n), params).cpu();
+  const torch::Tensor q = draft_probs.narrow(0, 0, n).to(torch::kFloat32).cpu();
+  const torch::Tensor overlap = torch::minimum(p, q).sum(1).contiguous();  // [n]
+  for (int64_t k = 0; k < n; ++k) out[k] = overlap[k].item<float>();
+  return out;
+}
+
 }  // namespace dspark::sampling

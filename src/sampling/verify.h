@@ -34,4 +34,12 @@ VerifyOutcome verify_drafts(const torch::Tensor& target_logits, std::span<const 
                             const torch::Tensor& draft_probs, const SamplingParams& params, Rng& rng,
                             const SampledVerifier& verifier = {});
 
+// The probability that each drafted slot k < n is accepted given that the slots before it were,
+// before its token is drawn: c*_k = sum_x min(p_k(x), q_k(x)) = 1 - TV(p_k, q_k), the quantity a
+// DSpark confidence head is trained to predict (DSpark eq. 8), under the transform verify_drafts
+// applies. At T = 0 the draft is deterministic, so c*_k is 1 where it equals the target's argmax,
+// else 0. Arguments as verify_drafts'; returns [n]. Diagnostics only (calibration's ceiling).
+std::vector<float> acceptance_probabilities(const torch::Tensor& target_logits, std::span<const int64_t> drafts,
+                                            const torch::Tensor& draft_probs, const SamplingParams& params);
+
 }  // namespace dspark::sampling

@@ -91,6 +91,23 @@ TEST(VerifyDrafts, SampledModeGoesThroughTheGivenVerifier) {
   EXPECT_EQ(seen_vocab, kVocab);
 }
 
+// c*_k = sum_x min(p_k(x), q_k(x)) by hand on 3-token distributions, under the transform (T = 1 here,
+// so p is the softmax); q = p gives 1; at T = 0 it is whether the draft is the target's argmax.
+TEST(AcceptanceProbabilities, AreTheOverlapOfTargetAndDraftDistributions) {
+  const torch::Tensor p = torch::tensor({0.5f, 0.3f, 0.2f, 0.1f, 0.1f, 0.8f}).view({2, 3});
+  const torch::Tensor logits = torch::cat({p.log(), torch::zeros({1, 3})});  // [3, 3]: 2 slots + bonus row
+  const torch::Tensor q = torch::tensor({0.2f, 0.2f, 0.6f, 0.1f, 0.1f, 0.8f}).view({2, 3});
+  const std::vector<int64_t> drafts = {2, 2};
+  const std::vector<float> c = acceptance_probabilities(logits, drafts, q, {.temperature = 1.0});
+  ASSERT_EQ(c.size(), 2u);
+  EXPECT_NEAR(c[0], 0.2f + 0.2f + 0.2f, 1e-6);  // min(.5,.2) + min(.3,.2) + min(.2,.6)
+  EXPECT_NEAR(c[1], 1.0f, 1e-6);                // q_1 = p_1
+  const std::vector<float> greedy = acceptance_probabilities(logits, std::vector<int64_t>{0, 1}, torch::Tensor(),
+                                                             {.temperature = 0});
+  EXPECT_EQ(greedy, (std::vector<float>{1.0f, 0.0f}));  // argmax p_0 = 0, argmax p_1 = 2
+  EXPECT_TRUE(acceptance_probabilities(logits.narrow(0, 0, 1), {}, q, {.temperature = 1.0}).empty());
+}
+
 TEST(DrawToken, GreedyIsTheArgmaxAndSamplingFollowsTheTransform) {
   const torch::Tensor row = peaked_logits({6})[0];
   Rng rng(9);
