@@ -20,7 +20,7 @@ namespace dspark::cli {
 namespace {
 
 struct BenchSpeedupArgs {
-  std::string target_dir, drafts, prompts, prompt_format = "auto", temperatures = "0,1", schedule = "fixed";
+  std::string target_dir, drafts, prompts, prompt_format = "auto", temperatures = "0,1", schedule = "dspark-sync";
   std::string dtype = "auto", json_out;
   std::optional<int64_t> gamma;
   int64_t limit = 40;

@@ -97,7 +97,7 @@ TEST(SpeedupBench, CliPrintsACellPerMethodAndFile) {
   test::write_text(prompts, "{\"turns\": [\"What is 2 plus 3?\"]}\n{\"turns\": [\"Name a prime number.\"]}\n");
   const test::CommandResult r =
       test::run_dspark("bench speedup --target " + kModel + " --draft " + kDrafter + " --ngram --prompts " +
-                       prompts.string() + " --max-tokens 8 --temperatures 0,1 --json");
+                       prompts.string() + " --max-tokens 8 --temperatures 0,1 --schedule fixed --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const nlohmann::json out = nlohmann::json::parse(r.out);
   EXPECT_EQ(out["methods"], nlohmann::json({"autoregressive", "ngram", "tiny-target-8l-dspark"}));
