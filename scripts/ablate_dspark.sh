@@ -58,4 +58,4 @@ for g in 4 8; do
   build/dspark bench speedup "${common[@]}" --draft "$runs/block16/model" --gamma "$g" --temperatures 0 \
     --json-out "$out/ablation-speedup-block16-g$g.json" > /dev/null
 done
-python3 scripts/ablation_table.py "$out" | tee "$out/ablation.md"
+python3 scripts/ablation_table.py "$out" "$runs" | tee "$out/ablation.md"

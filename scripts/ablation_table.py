@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """One Markdown table of the DSpark ablations (scripts/ablate_dspark.sh): for each variant and
 evaluation gamma, tau from bench accept (macro over the prompt files) and single-request tokens/s
-and speedup over autoregressive from bench speedup (all files pooled). Also writes ablation.json.
-Usage: scripts/ablation_table.py RESULTS_DIR"""
+and speedup over autoregressive from bench speedup (all files pooled), beside each drafter's
+teacher-forced validation tau from its training summary. Also writes ablation.json.
+Usage: scripts/ablation_table.py RESULTS_DIR [RUNS_DIR]   (RUNS_DIR defaults to runs/ablate)"""
 import json
 import os
 import sys
 
 out = sys.argv[1]
+runs = sys.argv[2] if len(sys.argv) > 2 else "runs/ablate"
 
 
 def load(name):
@@ -51,14 +53,20 @@ for g in (4, 8):
 # block16 at gamma 7 came from the shared accept run only: keep the gammas it was trained for.
 rows.pop(("block16", 7), None)
 
+for (v, gamma), r in rows.items():
+    summary = os.path.join(runs, v, "model", "training_summary.json")
+    if os.path.exists(summary):
+        with open(summary) as f:
+            r["valid_tau"] = json.load(f)["valid_tau"]
+
 order = ["baseline", "rnn", "rank32", "rank128", "rank256", "layers1", "layers4", "block16"]
 rows = dict(sorted(rows.items(), key=lambda kv: (order.index(kv[0][0]) if kv[0][0] in order else len(order), kv[0][1])))
 
-print("| variant | gamma | tau (T = 1) | tau (T = 0) | tokens/s (T = 0) | speedup over AR [95% interval] |")
-print("|---|---|---|---|---|---|")
+print("| variant | gamma | valid tau (teacher-forced) | tau (T = 1) | tau (T = 0) | tokens/s (T = 0) | speedup over AR [95% interval] |")
+print("|---|---|---|---|---|---|---|")
 for r in rows.values():
     lo, hi = r.get("speedup_interval", [float("nan")] * 2)
-    print(f"| {r['variant']} | {r['gamma']} | {r.get('tau', float('nan')):.3f} | {r.get('tau_greedy', float('nan')):.3f} "
+    print(f"| {r['variant']} | {r['gamma']} | {r.get('valid_tau', float('nan')):.3f} | {r.get('tau', float('nan')):.3f} | {r.get('tau_greedy', float('nan')):.3f} "
           f"| {r.get('tokens_per_second', float('nan')):.1f} | {r.get('speedup', float('nan')):.2f}x [{lo:.2f}, {hi:.2f}] |")
 with open(os.path.join(out, "ablation.json"), "w") as f:
     json.dump(list(rows.values()), f, indent=2)
