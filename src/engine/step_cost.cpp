@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <ctime>
 #include <optional>
@@ -367,13 +368,20 @@ int64_t typical_context(const std::vector<std::vector<int64_t>>& prompts, int64_
 
 schedule::SpsMeta step_cost_meta(const std::string& model_dir, const model::Transformer& target,
                                  const std::string& drafter_dir) {
+  // The directory's name and weight bytes, and a hash of its full path: drafters of one shape in
+  // directories named alike (runs/a/model, runs/b/model) once shared a profile, and with it
+  // another drafter's drafting costs.
   auto name = [](const std::string& dir) {
     if (dir.empty()) return std::string("none");
     const fs::path p = fs::weakly_canonical(dir);
     uintmax_t bytes = 0;
     for (const auto& e : fs::directory_iterator(p))
       if (e.is_regular_file() && e.path().extension() == ".safetensors") bytes += e.file_size();
-    return p.filename().string() + "-" + std::to_string(bytes);
+    uint32_t hash = 2166136261u;  // FNV-1a
+    for (const unsigned char c : p.string()) hash = (hash ^ c) * 16777619u;
+    char hex[9];
+    std::snprintf(hex, sizeof hex, "%08x", hash);
+    return p.filename().string() + "-" + std::to_string(bytes) + "-" + hex;
   };
   char host[256] = {0};
   gethostname(host, sizeof host - 1);
@@ -396,7 +404,8 @@ schedule::SpsMeta step_cost_meta(const std::string& model_dir, const model::Tran
 
 StepCost cached_step_cost(const fs::path& cache_dir, model::Transformer& target, draft::Drafter* drafter,
                           const ProfileOptions& options, const schedule::SpsMeta& meta) {
-  // One file per context measured at: a step's cost grows with the positions it attends to.
+  // One file per context measured at: a step's cost grows with the positions it attends to. A
+  // profile at another gamma is measured afresh: its drafting calls drafted another block length.
   std::string name = schedule::cache_file_name(meta);
   name.insert(name.size() - std::string(".json").size(), "--ctx" + std::to_string(options.context));
   const fs::path file = cache_dir / name;
@@ -404,7 +413,7 @@ StepCost cached_step_cost(const fs::path& cache_dir, model::Transformer& target,
     StepCost cost = StepCost::load(file);
     const bool covers = static_cast<int64_t>(cost.verify_seconds.size()) >= options.max_requests * (options.gamma + 1) &&
                         (drafter == nullptr || static_cast<int64_t>(cost.draft_seconds.size()) >= options.max_requests) &&
-                        cost.context == options.context;
+                        cost.context == options.context && cost.gamma == options.gamma;
     if (cost.meta.same_setup(meta) && covers) return cost;
   }
   StepCost cost = profile_step_cost(target, drafter, options, meta);

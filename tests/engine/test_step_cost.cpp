@@ -1,7 +1,8 @@
 // The step-cost model the dspark schedules plan with: the SPS tables it gives (drafting cost of
 // the batch, the per-request cost the plain-step curve implies), its JSON round trip, a real
 // profile of the tiny model and its drafter (every curve filled, the drafter's slots restarted
-// before they outgrow its cache), and the build in the cache key.
+// before they outgrow its cache), and what the cache key holds: the build, the model directories,
+// the context and gamma.
 #include <gtest/gtest.h>
 
 #include "common/error.h"
@@ -111,6 +112,38 @@ TEST(StepCost, CacheKeepsOneProfilePerContext) {
     EXPECT_NE(entry.path().filename().string().find("--ctx"), std::string::npos);
   }
   EXPECT_EQ(files, 2);
+}
+
+// A cached profile at another gamma is not reused: its drafting calls drafted another block.
+TEST(StepCost, CacheMeasuresAfreshAtAnotherGamma) {
+  torch::NoGradGuard no_grad;
+  const std::string dir = (fs::path(DSPARK_SOURCE_DIR) / "models/tiny-target-8l").string();
+  model::Transformer target = model::Transformer::load(dir);
+  const schedule::SpsMeta meta = engine::step_cost_meta(dir, target, "");
+  test::TempDir cache;
+  for (int64_t gamma : {3, 1}) {  // gamma 3 covers gamma 1's points, yet is measured afresh
+    const engine::StepCost cost =
+        engine::cached_step_cost(cache.path(), target, nullptr, {.max_requests = 1, .gamma = gamma, .context = 32, .runs = 1}, meta);
+    EXPECT_EQ(cost.gamma, gamma);
+    EXPECT_EQ(static_cast<int64_t>(cost.verify_seconds.size()), gamma + 1);
+  }
+}
+
+// Two checkpoints of one size in directories of one name (runs/a/model, runs/b/model) are two
+// models to the cache; the same directory reached by another path is one.
+TEST(StepCost, MetaTellsApartDirectoriesOfTheSameNameAndSize) {
+  torch::NoGradGuard no_grad;
+  const fs::path source = test::fixture("tiny-qwen3-tied");
+  const model::Transformer target = model::Transformer::load(source.string());
+  test::TempDir a, b;
+  for (const test::TempDir* d : {&a, &b}) fs::copy(source, d->path() / "model", fs::copy_options::recursive);
+  const schedule::SpsMeta meta_a = engine::step_cost_meta((a.path() / "model").string(), target, "");
+  const schedule::SpsMeta meta_b = engine::step_cost_meta((b.path() / "model").string(), target, "");
+  EXPECT_FALSE(meta_a.same_setup(meta_b));
+  EXPECT_NE(schedule::cache_file_name(meta_a), schedule::cache_file_name(meta_b));
+  const schedule::SpsMeta again = engine::step_cost_meta((a.path() / "model" / ".." / "model").string(), target, "");
+  EXPECT_TRUE(meta_a.same_setup(again));
+  EXPECT_EQ(meta_a.model_id.rfind("model-", 0), 0u);  // still readable: the directory's name first
 }
 
 // A profile belongs to the executable that measured it: a rebuilt dspark measures afresh.
