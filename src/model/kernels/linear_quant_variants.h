@@ -25,6 +25,13 @@ struct Problem {
   float* y;  // [m, ldy]
   int64_t ldy;
   bool accumulate;
+  // The same activations block-major, for the VNNI variant: block b of row i at
+  // xq_by_block[(b * m + i) * 32], its scale and bias at [b * m + i]. The rows of one block then
+  // sit at constant offsets from one pointer, which its dot products read as broadcast memory
+  // operands (no register per row). Null for the other variants.
+  const int8_t* xq_by_block = nullptr;
+  const float* xd_by_block = nullptr;
+  const int32_t* xbias_by_block = nullptr;
 };
 
 // Bytes of one block of one 16-row group: 16 f16 scales, then the values in 64-byte sub-groups
