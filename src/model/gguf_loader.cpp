@@ -58,27 +58,31 @@ torch::Tensor read_stacked(const GgufFile& f, const std::vector<RowPart>& parts,
 std::optional<QuantizedWeight> read_native_blocks(const GgufFile& f, const std::vector<RowPart>& parts, int64_t cols,
                                                   GgmlType type) {
   const kernels::QuantType quant = type == GgmlType::kQ8_0 ? kernels::QuantType::kQ8_0 : kernels::QuantType::kQ4_0;
-  int64_t rows = 0;
-  for (const RowPart& p : parts) {
+  for (const RowPart& p : parts)
     if (f.tensor(p.name, {cols, p.rows}).type != type) return std::nullopt;
-    rows += p.rows;
-  }
+  // Parts are packed from where the file maps them; only a permuted one (Llama's q and k) is
+  // gathered into its own buffer first.
   const size_t row_bytes = ggml_row_bytes(type, cols);
-  std::vector<uint8_t> blocks(static_cast<size_t>(rows) * row_bytes);
-  uint8_t* out = blocks.data();
+  std::vector<std::vector<uint8_t>> permuted;
+  std::vector<QuantizedWeight::Part> blocks;
   for (const RowPart& p : parts) {
     const uint8_t* data = f.tensor(p.name).data;
-    const int64_t half = p.permute_heads > 0 ? p.rows / p.permute_heads / 2 : 0;
-    for (int64_t r = 0; r < p.rows; ++r, out += row_bytes) {
-      int64_t stored = r;
-      if (p.permute_heads > 0) {  // output row (head, i, j) is stored row (head, j, i)
-        const int64_t head = r / (2 * half), i = (r % (2 * half)) / half, j = r % half;
-        stored = head * 2 * half + 2 * j + i;
-      }
-      std::memcpy(out, data + static_cast<size_t>(stored) * row_bytes, row_bytes);
+    if (p.permute_heads == 0) {
+      blocks.push_back({data, p.rows});
+      continue;
     }
+    std::vector<uint8_t>& rows_out = permuted.emplace_back(static_cast<size_t>(p.rows) * row_bytes);
+    const int64_t half = p.rows / p.permute_heads / 2;
+    for (int64_t r = 0; r < p.rows; ++r) {
+      // output row (head, i, j) is stored row (head, j, i)
+      const int64_t head = r / (2 * half), i = (r % (2 * half)) / half, j = r % half;
+      const int64_t stored = head * 2 * half + 2 * j + i;
+      std::memcpy(rows_out.data() + static_cast<size_t>(r) * row_bytes, data + static_cast<size_t>(stored) * row_bytes,
+                  row_bytes);
+    }
+    blocks.push_back({rows_out.data(), p.rows});
   }
-  return QuantizedWeight::from_blocks(blocks.data(), rows, cols, quant);
+  return QuantizedWeight::from_parts(blocks, cols, quant);
 }
 
 torch::Tensor read_vector(const GgufFile& f, const std::string& name, int64_t size, int64_t permute_heads = 0) {

@@ -36,8 +36,33 @@ QuantizedWeight QuantizedWeight::quantize(const torch::Tensor& values, kernels::
 
 QuantizedWeight QuantizedWeight::from_blocks(const void* blocks, int64_t n_out, int64_t n_in,
                                              kernels::QuantType type) {
+  return from_parts({{blocks, n_out}}, n_in, type);
+}
+
+QuantizedWeight QuantizedWeight::from_parts(const std::vector<Part>& parts, int64_t n_in, kernels::QuantType type) {
+  int64_t n_out = 0;
+  bool whole_groups = true;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    n_out += parts[i].rows;
+    if (i + 1 < parts.size() && parts[i].rows % kernels::kQuantGroupRows != 0) whole_groups = false;
+  }
   QuantizedWeight w = empty(type, n_out, n_in);
-  kernels::pack_quant_rows(type, blocks, n_out, n_in, w.packed.data_ptr());
+  auto* out = static_cast<uint8_t*>(w.packed.data_ptr());
+  if (whole_groups) {
+    for (const Part& part : parts) {
+      kernels::pack_quant_rows(type, part.blocks, part.rows, n_in, out);
+      out += kernels::packed_quant_bytes(type, part.rows, n_in);
+    }
+    return w;
+  }
+  const size_t row_bytes = static_cast<size_t>(n_in / kernels::kQuantBlock) * kernels::quant_block_bytes(type);
+  std::vector<uint8_t> gathered;
+  gathered.reserve(static_cast<size_t>(n_out) * row_bytes);
+  for (const Part& part : parts) {
+    const auto* from = static_cast<const uint8_t*>(part.blocks);
+    gathered.insert(gathered.end(), from, from + static_cast<size_t>(part.rows) * row_bytes);
+  }
+  kernels::pack_quant_rows(type, gathered.data(), n_out, n_in, out);
   return w;
 }
 

@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <torch/torch.h>
 
@@ -25,6 +26,14 @@ struct QuantizedWeight {
   static QuantizedWeight quantize(const torch::Tensor& values, kernels::QuantType type, const std::string& name);
   // n_out rows of llama.cpp blocks (a GGUF tensor's data), copied into the packed layout.
   static QuantizedWeight from_blocks(const void* blocks, int64_t n_out, int64_t n_in, kernels::QuantType type);
+  // Row blocks stacked from several places (q, k and v of a GGUF file, read where the file maps
+  // them): each part is packed straight into its own groups when the parts before it fill whole
+  // groups of 16 rows, else the parts are gathered first.
+  struct Part {
+    const void* blocks;
+    int64_t rows;
+  };
+  static QuantizedWeight from_parts(const std::vector<Part>& parts, int64_t n_in, kernels::QuantType type);
 
   // y [m, n_out] f32 = x [m, n_in] f32 @ dequant(w)^T (CPU, no autograd).
   torch::Tensor forward(const torch::Tensor& x) const;

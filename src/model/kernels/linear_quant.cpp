@@ -104,9 +104,13 @@ void pack_quant_rows(QuantType type, const void* rows, int64_t n, int64_t k, voi
   check_shape(n, k);
   const int64_t blocks = k / kQuantBlock, block_bytes = static_cast<int64_t>(quant_block_bytes(type));
   const int64_t words = sub_groups(type), group_block = group_block_bytes(type);
-  const uint8_t offset = stored_offset(type);
+  // Q8_0's int8 + 128 is a flip of each byte's top bit, done 4 bytes at a time.
+  const uint32_t flip = stored_offset(type) != 0 ? 0x80808080u : 0u;
+  const uint32_t padding = type == QuantType::kQ8_0 ? 0x80808080u : 0x88888888u;  // values that decode to 0
   const auto* src = static_cast<const uint8_t*>(rows);
   auto* dst = static_cast<uint8_t*>(out);
+  // Groups are independent; a load packs a whole model this way, so the threads share it.
+#pragma omp parallel for schedule(static) if (n * k >= kMinParallelWork && !omp_in_parallel())
   for (int64_t g = 0; g < n_groups(n); ++g)
     for (int64_t b = 0; b < blocks; ++b) {
       uint8_t* gb = dst + (g * blocks + b) * group_block;
@@ -116,11 +120,14 @@ void pack_quant_rows(QuantType type, const void* rows, int64_t n, int64_t k, voi
         // A padding row: zero scale, values that decode to 0.
         if (block) std::memcpy(gb + 2 * lane, block, kBlockScaleBytes);
         else std::memset(gb + 2 * lane, 0, kBlockScaleBytes);
-        for (int64_t word = 0; word < words; ++word)
-          for (int64_t t = 0; t < 4; ++t)
-            gb[packed_value_offset(lane, word, t)] =
-                block ? static_cast<uint8_t>(block[kBlockScaleBytes + 4 * word + t] + offset)
-                      : (type == QuantType::kQ8_0 ? uint8_t{128} : uint8_t{0x88});
+        for (int64_t word = 0; word < words; ++word) {
+          uint32_t v = padding;
+          if (block) {
+            std::memcpy(&v, block + kBlockScaleBytes + 4 * word, 4);
+            v ^= flip;
+          }
+          std::memcpy(gb + packed_value_offset(lane, word, 0), &v, 4);
+        }
       }
     }
 }
