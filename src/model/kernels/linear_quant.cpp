@@ -61,36 +61,6 @@ constexpr int64_t kChunkGroups = 4;
 // Below this many multiply-adds one thread does the call (as linear_small's kMinParallelWork).
 constexpr int64_t kMinParallelWork = int64_t{1} << 18;
 
-// The activations block-major for the VNNI variant (Problem::xq_by_block): m * k bytes copied,
-// against the m * n * k / 64 dot products they feed.
-struct BlockMajor {
-  std::vector<int8_t> xq;
-  std::vector<float> xd;
-  std::vector<int32_t> xbias;
-
-  void fill(Problem* p) {
-    if (p->m == 1) {  // one row is already block-major
-      p->xq_by_block = p->xq;
-      p->xd_by_block = p->xd;
-      p->xbias_by_block = p->xbias;
-      return;
-    }
-    xq.resize(static_cast<size_t>(p->m * p->k));
-    xd.resize(static_cast<size_t>(p->m * p->blocks));
-    xbias.resize(static_cast<size_t>(p->m * p->blocks));
-    for (int64_t i = 0; i < p->m; ++i)
-      for (int64_t b = 0; b < p->blocks; ++b) {
-        const int64_t from = i * p->blocks + b, to = b * p->m + i;
-        std::memcpy(xq.data() + to * kQuantBlock, p->xq + from * kQuantBlock, kQuantBlock);
-        xd[to] = p->xd[from];
-        xbias[to] = p->xbias[from];
-      }
-    p->xq_by_block = xq.data();
-    p->xd_by_block = xd.data();
-    p->xbias_by_block = xbias.data();
-  }
-};
-
 }  // namespace
 
 size_t quant_block_bytes(QuantType type) { return type == QuantType::kQ8_0 ? 34 : 18; }
@@ -176,12 +146,21 @@ void linear_quant(const float* x, int64_t m, int64_t k, const void* w, QuantType
   const int32_t offset = stored_offset(type) != 0 ? 128 : 8;
   const linear_quant_detail::QuantizeKernel quantize =
       current_isa() >= Isa::kAvx512 ? linear_quant_detail::quantize_avx512 : linear_quant_detail::quantize_generic;
-  quantize(x, m * blocks, offset, xq.data(), xd.data(), xbias.data());
-  Problem p{xq.data(), xd.data(), xbias.data(), m, k, blocks, static_cast<const uint8_t*>(w),
-            type, n, y, ldy, accumulate};
   const linear_quant_detail::GroupsKernel kernel = select_variant(current_isa(), m);
-  thread_local BlockMajor by_block;
-  if (kernel == linear_quant_detail::groups_avx512vnni) by_block.fill(&p);
+  Problem p{nullptr, nullptr, nullptr, m, k, blocks, static_cast<const uint8_t*>(w), type, n, y, ldy, accumulate};
+  if (kernel == linear_quant_detail::groups_avx512vnni) {
+    // Block-major (Problem::xq_by_block): row i's blocks written m blocks apart.
+    for (int64_t i = 0; i < m; ++i)
+      quantize(x + i * k, blocks, offset, m, xq.data() + i * kQuantBlock, xd.data() + i, xbias.data() + i);
+    p.xq_by_block = xq.data();
+    p.xd_by_block = xd.data();
+    p.xbias_by_block = xbias.data();
+  } else {
+    quantize(x, m * blocks, offset, 1, xq.data(), xd.data(), xbias.data());
+    p.xq = xq.data();
+    p.xd = xd.data();
+    p.xbias = xbias.data();
+  }
   const bool parallel = m * n * k >= kMinParallelWork && omp_get_max_threads() > 1 && !omp_in_parallel();
   if (!parallel) {
     kernel(p, 0, n_groups(n));

@@ -35,13 +35,14 @@ float quantize_block(const float* x, int8_t* q) {
 
 }  // namespace
 
-void quantize_generic(const float* x, int64_t n_blocks, int32_t offset, int8_t* xq, float* xd, int32_t* xbias) {
+void quantize_generic(const float* x, int64_t n_blocks, int32_t offset, int64_t stride, int8_t* xq, float* xd,
+                      int32_t* xbias) {
   for (int64_t i = 0; i < n_blocks; ++i) {
-    int8_t* q = xq + i * kQuantBlock;
-    xd[i] = quantize_block(x + i * kQuantBlock, q);
+    int8_t* q = xq + i * stride * kQuantBlock;
+    xd[i * stride] = quantize_block(x + i * kQuantBlock, q);
     int32_t sum = 0;
     for (int64_t t = 0; t < kQuantBlock; ++t) sum += q[t];
-    xbias[i] = -offset * sum;
+    xbias[i * stride] = -offset * sum;
   }
 }
 

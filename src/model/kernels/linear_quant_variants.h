@@ -25,10 +25,10 @@ struct Problem {
   float* y;  // [m, ldy]
   int64_t ldy;
   bool accumulate;
-  // The same activations block-major, for the VNNI variant: block b of row i at
+  // The VNNI variant's activations instead, block-major: block b of row i at
   // xq_by_block[(b * m + i) * 32], its scale and bias at [b * m + i]. The rows of one block then
   // sit at constant offsets from one pointer, which its dot products read as broadcast memory
-  // operands (no register per row). Null for the other variants.
+  // operands (no register per row). Each variant gets one layout; the other's pointers are null.
   const int8_t* xq_by_block = nullptr;
   const float* xd_by_block = nullptr;
   const int32_t* xbias_by_block = nullptr;
@@ -44,12 +44,16 @@ inline int64_t group_block_bytes(QuantType type) { return kScaleBytes + sub_grou
 // x's blocks of 32 (rows one after another) quantized as llama.cpp's quantize_row_q8_0 does: per
 // block d = max|x| / 127, q = round(x / d) with halves away from zero (roundf), d kept as f16 (the
 // rounding of the scale moves later q's rounding decisions, so keeping llama.cpp's f16 scale is what
-// makes a quantized file's logits equal llama.cpp's); xbias = -offset * sum q (Problem). Both
-// variants give the same bytes and bits.
-using QuantizeKernel = void (*)(const float* x, int64_t n_blocks, int32_t offset, int8_t* xq, float* xd,
-                                int32_t* xbias);
-void quantize_generic(const float* x, int64_t n_blocks, int32_t offset, int8_t* xq, float* xd, int32_t* xbias);
-void quantize_avx512(const float* x, int64_t n_blocks, int32_t offset, int8_t* xq, float* xd, int32_t* xbias);
+// makes a quantized file's logits equal llama.cpp's); xbias = -offset * sum q (Problem). Block i
+// of the call is written `stride` blocks apart (xq + i * stride * 32, xd[i * stride],
+// xbias[i * stride]): 1 for row-major, m to write one row of a block-major layout. Both variants
+// give the same bytes and bits.
+using QuantizeKernel = void (*)(const float* x, int64_t n_blocks, int32_t offset, int64_t stride, int8_t* xq,
+                                float* xd, int32_t* xbias);
+void quantize_generic(const float* x, int64_t n_blocks, int32_t offset, int64_t stride, int8_t* xq, float* xd,
+                      int32_t* xbias);
+void quantize_avx512(const float* x, int64_t n_blocks, int32_t offset, int64_t stride, int8_t* xq, float* xd,
+                     int32_t* xbias);
 
 // Each computes y[:, 16 g_begin : min(n, 16 g_end)) for all m rows.
 using GroupsKernel = void (*)(const Problem& p, int64_t g_begin, int64_t g_end);

@@ -25,7 +25,8 @@ __m512i round_half_away(__m512 r) {
 
 }  // namespace
 
-void quantize_avx512(const float* x, int64_t n_blocks, int32_t offset, int8_t* xq, float* xd, int32_t* xbias) {
+void quantize_avx512(const float* x, int64_t n_blocks, int32_t offset, int64_t stride, int8_t* xq, float* xd,
+                     int32_t* xbias) {
   const __m512 abs_mask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
   for (int64_t i = 0; i < n_blocks; ++i) {
     const float* xb = x + i * kQuantBlock;
@@ -36,10 +37,11 @@ void quantize_avx512(const float* x, int64_t n_blocks, int32_t offset, int8_t* x
     const __m512 inv = _mm512_set1_ps(id);
     const __m512i q_lo = round_half_away(_mm512_mul_ps(lo, inv));
     const __m512i q_hi = round_half_away(_mm512_mul_ps(hi, inv));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(xq + i * kQuantBlock), _mm512_cvtepi32_epi8(q_lo));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(xq + i * kQuantBlock + 16), _mm512_cvtepi32_epi8(q_hi));
-    xd[i] = _cvtsh_ss(_cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-    xbias[i] = -offset * _mm512_reduce_add_epi32(_mm512_add_epi32(q_lo, q_hi));
+    int8_t* q = xq + i * stride * kQuantBlock;
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q), _mm512_cvtepi32_epi8(q_lo));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 16), _mm512_cvtepi32_epi8(q_hi));
+    xd[i * stride] = _cvtsh_ss(_cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    xbias[i * stride] = -offset * _mm512_reduce_add_epi32(_mm512_add_epi32(q_lo, q_hi));
   }
 }
 
