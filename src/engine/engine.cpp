@@ -12,6 +12,15 @@ double seconds_between(std::chrono::steady_clock::time_point from, std::chrono::
   return std::chrono::duration<double>(to - from).count();
 }
 
+// The seed of a request's probe stream: its seed scrambled (SplitMix64's finaliser) and offset, so
+// it is independent of the request's own stream and of its neighbours' (seed + 1, seed + 2, ...).
+uint64_t probe_stream_seed(uint64_t seed) {
+  uint64_t z = seed + 0x632BE59BD9B4E019ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
 schedule::SpsSource sps_source(const EngineOptions& options) {
   if (!options.step_cost) return {};
   const StepCost* cost = options.step_cost;
@@ -50,6 +59,7 @@ int64_t Engine::submit(EngineRequest request) {
   a.outcome.id = next_id_++;
   a.rng = sampling::Rng(request.sampling.seed);
   a.rng.set_counter(request.first_draw);
+  a.probe_rng = sampling::Rng(probe_stream_seed(request.sampling.seed));
   a.outcome.stats.prompt_tokens = static_cast<int64_t>(request.prompt_ids.size());
   a.request = std::move(request);
   a.submitted = Clock::now();
@@ -130,19 +140,21 @@ std::vector<RequestOutcome> Engine::finish_cancelled_waiting() {
   return finished;
 }
 
-// One drafting call for every decoding request that speculates; blocks [n_decoding], empty for
-// the others.
-std::vector<draft::DraftBlock> Engine::draft(const std::vector<Active*>& decoding, schedule::Drafting drafting) {
+// One drafting call for every decoding request the plan has draft and that speculates; blocks
+// [n_decoding], empty for the others.
+std::vector<draft::DraftBlock> Engine::draft(const std::vector<Active*>& decoding, const schedule::StepPlan& plan) {
   std::vector<draft::DraftBlock> blocks(decoding.size());
-  if (drafting == schedule::Drafting::kOff) return blocks;
+  if (plan.drafting == schedule::Drafting::kOff) return blocks;
   ++stats_.drafting_steps;
   std::vector<draft::DraftRequest> requests;
   std::vector<size_t> which;
   for (size_t i = 0; i < decoding.size(); ++i) {
+    if (!plan.drafts[i]) continue;
     Active& a = *decoding[i];
     const int64_t gamma = gamma_of(a);
     if (gamma <= 0) continue;
-    requests.push_back({a.draft_slot, a.anchor, gamma, a.request.confidence_threshold, &a.request.sampling, &a.rng});
+    sampling::Rng* rng = plan.drafting == schedule::Drafting::kProbe ? &a.probe_rng : &a.rng;
+    requests.push_back({a.draft_slot, a.anchor, gamma, a.request.confidence_threshold, &a.request.sampling, rng});
     which.push_back(i);
   }
   if (requests.empty()) return blocks;
@@ -275,18 +287,19 @@ std::vector<RequestOutcome> Engine::step() {
 
   // 1. Draft (unless the policy judges, from old confidences, that drafting costs more than it brings).
   const auto t_draft = Clock::now();
-  const schedule::Drafting drafting = drafter_ ? policy_.plan_step(!decoding.empty()) : schedule::Drafting::kOff;
-  const std::vector<draft::DraftBlock> blocks = draft(decoding, drafting);
+  const schedule::StepPlan plan =
+      drafter_ ? policy_.plan_step(static_cast<int64_t>(decoding.size())) : schedule::StepPlan{};
+  const std::vector<draft::DraftBlock> blocks = draft(decoding, plan);
   const auto t_verify = Clock::now();
   if (drafter_) stats_.draft_seconds += seconds_between(t_draft, t_verify);
 
   // 2. Schedule: without drafts the lengths are all 0 (and the history keeps the last drafting steps).
   std::vector<int64_t> lengths(decoding.size(), 0);
-  if (drafting != schedule::Drafting::kOff) {
+  if (plan.drafting != schedule::Drafting::kOff) {
     std::vector<schedule::ProposedBlock> proposed(blocks.size());
     for (size_t i = 0; i < blocks.size(); ++i)
       proposed[i] = {static_cast<int64_t>(blocks[i].tokens.size()), blocks[i].confidence};
-    lengths = policy_.choose_lengths(proposed, drafting);
+    lengths = policy_.choose_lengths(proposed, plan);
   } else if (!decoding.empty()) {
     policy_.note_step_without_drafts(static_cast<int64_t>(decoding.size()));
   }
@@ -313,7 +326,7 @@ std::vector<RequestOutcome> Engine::step() {
   finished.insert(finished.end(), std::make_move_iterator(released.begin()), std::make_move_iterator(released.end()));
 
   last_step_ = {};
-  last_step_.drafting_requests = drafting == schedule::Drafting::kOff ? 0 : static_cast<int64_t>(decoding.size());
+  last_step_.drafting_requests = plan.n_drafting();
   for (const PrefillChunk& c : chunks) last_step_.prefill_tokens += c.n;
   last_step_.verify_tokens = static_cast<int64_t>(batch.token_ids.size()) - last_step_.prefill_tokens;
   last_step_.draft_seconds = seconds_between(t_draft, t_verify);

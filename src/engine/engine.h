@@ -101,6 +101,9 @@ class Engine {
   struct Active {
     EngineRequest request;
     sampling::Rng rng;
+    // A probe's drafts are never verified, so they draw from a stream of their own: with the gate
+    // shut dspark-async then emits exactly the tokens `none` does for the same seeds.
+    sampling::Rng probe_rng;
     int64_t kv_slot = 0, draft_slot = -1;  // draft_slot -1: no drafting for this request
     int64_t prefilled = 0;                 // prompt tokens already in the KV cache
     std::vector<torch::Tensor> prompt_features;  // per prefill chunk [n, m d], until begin()
@@ -124,7 +127,7 @@ class Engine {
 
   void admit();
   std::vector<RequestOutcome> finish_cancelled_waiting();
-  std::vector<draft::DraftBlock> draft(const std::vector<Active*>& decoding, schedule::Drafting drafting);
+  std::vector<draft::DraftBlock> draft(const std::vector<Active*>& decoding, const schedule::StepPlan& plan);
   model::ForwardBatch build_forward(const std::vector<Active*>& decoding, const std::vector<Active*>& prefilling,
                                     const std::vector<draft::DraftBlock>& blocks, const std::vector<int64_t>& lengths,
                                     std::vector<VerifyRows>& rows, std::vector<PrefillChunk>& chunks) const;

@@ -14,6 +14,7 @@
 // acceptances) plus, for choose_lengths, this step's confidences through the admission path, which
 // never lets a draft's own value decide whether it is verified (schedule/admission_path.h).
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -40,8 +41,15 @@ struct ProposedBlock {
 
 enum class Drafting {
   kOff,     // no drafting call this step
-  kProbe,   // draft so the gate's history stays current, verify nothing
-  kVerify,  // draft and verify what the schedule admits
+  kProbe,   // a sample of the batch drafts so the gate's history stays current; nothing is verified
+  kVerify,  // every request drafts and the schedule admits what is verified
+};
+
+// What one step drafts: the decision, and per decoding request whether it drafts.
+struct StepPlan {
+  Drafting drafting = Drafting::kOff;
+  std::vector<bool> drafts;  // [n_decoding]: all for kVerify, a rotating sample for kProbe, none for kOff
+  int64_t n_drafting() const { return std::count(drafts.begin(), drafts.end(), true); }
 };
 
 class VerificationPolicy {
@@ -50,11 +58,12 @@ class VerificationPolicy {
   VerificationPolicy(ScheduleKind kind, double threshold, SpsSource sps);
 
   ScheduleKind kind() const { return kind_; }
-  // Called once per step before drafting; has_decoding: some request is past its prefill.
-  Drafting plan_step(bool has_decoding);
-  // [n_requests] l_r, each <= blocks[r].n_drafted; zeros unless drafting == kVerify. The blocks
-  // enter the history either way (a probe's too).
-  std::vector<int64_t> choose_lengths(const std::vector<ProposedBlock>& blocks, Drafting drafting);
+  // Called once per step before drafting; n_decoding: requests past their prefill.
+  StepPlan plan_step(int64_t n_decoding);
+  // [n_decoding] l_r, each <= blocks[r].n_drafted; zeros unless plan.drafting == kVerify. The blocks
+  // enter the history either way; a probe's sample enters it standing for the whole batch (its
+  // blocks repeated in turn up to the batch's size), since the gate judges the whole batch.
+  std::vector<int64_t> choose_lengths(const std::vector<ProposedBlock>& blocks, const StepPlan& plan);
   // After verification: `verified` drafts of one request, `accepted` of them accepted;
   // has_confidence: whether its block carried confidences (otherwise the measured per-position
   // acceptance is updated).
@@ -78,6 +87,7 @@ class VerificationPolicy {
  private:
   std::vector<RequestDraft> scheduler_view(const std::vector<ProposedBlock>& blocks) const;
   Drafting gate();
+  std::vector<bool> probe_sample(int64_t n_decoding);
 
   ScheduleKind kind_;
   double threshold_;
@@ -87,6 +97,7 @@ class VerificationPolicy {
   int64_t probe_interval_;                // dspark-async's gate: steps between probes (see the .cpp)
   std::optional<bool> old_batch_pays_;    // the gate's verdict on history_'s oldest batch
   int64_t steps_without_drafting_ = 0;
+  int64_t next_probed_ = 0;               // where the next probe's sample starts (it rotates)
   StepEstimate last_estimate_;
   // Per position k: drafts verified and accepted there, for drafters without a confidence head
   // (Laplace smoothed into a non-anticipating stand-in for c_k).

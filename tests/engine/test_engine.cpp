@@ -118,6 +118,32 @@ TEST(Engine, AsyncSkipsTheDrafterWhenDraftingCostsMoreThanItSaves) {
   EXPECT_EQ(st.verified_drafts, 0);
 }
 
+// At T = 1 too, with the gate shut: a probe's drafts draw from a stream of their own, so every
+// request emits exactly the tokens `none` samples with the same seed, and its random stream ends
+// at the same draw.
+TEST(Engine, AsyncWithTheGateShutSamplesExactlyWhatNoneDoes) {
+  torch::NoGradGuard no_grad;
+  Fixture f(24);
+  f.cost = synthetic_cost(32, 7, 0.04, 0.3, 50.0);
+  std::map<ScheduleKind, std::vector<engine::RequestOutcome>> outcomes;
+  for (ScheduleKind kind : {ScheduleKind::kNone, ScheduleKind::kDsparkAsync}) {
+    engine::Engine engine = f.engine(8, kind);
+    for (size_t i = 0; i < f.prompts.size(); ++i) engine.submit({f.prompts[i], {.temperature = 1, .seed = 100 + i}, 24});
+    outcomes[kind] = engine.run();
+    if (kind == ScheduleKind::kDsparkAsync) {
+      ASSERT_GT(engine.stats().drafting_steps, 0);  // it did probe
+      ASSERT_EQ(engine.stats().verified_drafts, 0);
+    }
+  }
+  const auto& none = outcomes[ScheduleKind::kNone];
+  const auto& async = outcomes[ScheduleKind::kDsparkAsync];
+  ASSERT_EQ(none.size(), async.size());
+  for (size_t i = 0; i < none.size(); ++i) {
+    EXPECT_EQ(async[i].ids, none[i].ids) << "request " << i;
+    EXPECT_EQ(async[i].next_draw, none[i].next_draw) << "request " << i;
+  }
+}
+
 // The same workload with drafting nearly free: after the two probes that fill the history the
 // gate drafts and verifies on most steps.
 TEST(Engine, AsyncDraftsWhenDraftingPays) {
