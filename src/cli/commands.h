@@ -21,6 +21,7 @@ void register_serve(CLI::App& app);           // dspark serve
 
 // bench subcommands, registered on the `bench` app by register_bench
 void register_bench_forward(CLI::App& bench);
+void register_bench_kernels(CLI::App& bench);
 void register_bench_dtypes(CLI::App& bench);
 void register_bench_tokenizer(CLI::App& bench);
 void register_bench_draft(CLI::App& bench);

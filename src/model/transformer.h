@@ -125,6 +125,8 @@ class Transformer {
   void save(const std::string& dir, WeightDType dtype, size_t max_shard_bytes = 0) const;
 
   KvCache make_cache(int64_t n_slots, int64_t capacity) const;
+  // The decoder layers, for benchmarks that time their parts alone (bench kernels).
+  const std::vector<DecoderLayer>& layers() const { return layers_; }
 
   const ModelConfig& config() const { return config_; }
   const torch::Device& device() const { return device_; }
