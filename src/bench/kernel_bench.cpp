@@ -1,5 +1,7 @@
 #include "bench/kernel_bench.h"
 
+#include <ATen/CPUGeneratorImpl.h>
+
 #include <chrono>
 #include <cmath>
 
@@ -61,7 +63,7 @@ KernelBenchResult run_kernel_bench(const model::Transformer& model, const Kernel
                   "] (the rows of a decode or verify step's kernels)");
   if (!model.device().is_cpu()) throw Error("bench kernels: the step's kernels run on the CPU only");
   torch::NoGradGuard no_grad;
-  torch::manual_seed(o.seed);
+  at::Generator gen = at::detail::createCPUGenerator(o.seed);
   int64_t max_b = 1;
   for (int64_t b : o.batch_sizes) max_b = std::max(max_b, b);
   const int64_t capacity = o.context + max_b;
@@ -70,8 +72,8 @@ KernelBenchResult run_kernel_bench(const model::Transformer& model, const Kernel
   model::KvCache cache = model.make_cache(1, capacity);
   std::vector<torch::Tensor> keys, values, hot_keys, hot_values;
   for (int64_t l = 0; l < c.n_layers; ++l) {
-    cache.keys(l).uniform_(-1, 1);
-    cache.values(l).uniform_(-1, 1);
+    cache.keys(l).uniform_(-1, 1, gen);
+    cache.values(l).uniform_(-1, 1, gen);
     keys.push_back(cache.keys(l)[0]);
     values.push_back(cache.values(l)[0]);
     hot_keys.push_back(keys[0]);
@@ -81,9 +83,9 @@ KernelBenchResult run_kernel_bench(const model::Transformer& model, const Kernel
   std::vector<LinearInputs> inputs;
   std::vector<torch::Tensor> queries;
   for (int64_t b : o.batch_sizes) {
-    inputs.push_back({torch::randn({b, c.hidden_size}), torch::randn({b, c.n_heads * c.head_dim}),
-                      torch::randn({b, c.intermediate_size})});
-    queries.push_back(torch::randn({b, c.n_heads * c.head_dim}));
+    inputs.push_back({torch::randn({b, c.hidden_size}, gen), torch::randn({b, c.n_heads * c.head_dim}, gen),
+                      torch::randn({b, c.intermediate_size}, gen)});
+    queries.push_back(torch::randn({b, c.n_heads * c.head_dim}, gen));
   }
 
   const size_t n = o.batch_sizes.size();

@@ -12,14 +12,9 @@ double seconds_between(std::chrono::steady_clock::time_point from, std::chrono::
   return std::chrono::duration<double>(to - from).count();
 }
 
-// The seed of a request's probe stream: its seed scrambled (SplitMix64's finaliser) and offset, so
-// it is independent of the request's own stream and of its neighbours' (seed + 1, seed + 2, ...).
-uint64_t probe_stream_seed(uint64_t seed) {
-  uint64_t z = seed + 0x632BE59BD9B4E019ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
+// The seed of a request's probe stream: its seed offset and scrambled, so it is independent of the
+// request's own stream and of its neighbours' (seed + 1, seed + 2, ...).
+uint64_t probe_stream_seed(uint64_t seed) { return sampling::mix64(seed + 0x632BE59BD9B4E019ull); }
 
 schedule::SpsSource sps_source(const EngineOptions& options) {
   if (!options.step_cost) return {};

@@ -5,18 +5,21 @@
 
 namespace dspark::sampling {
 
+// SplitMix64's finaliser: a bijective scramble of 64 bits (also what derives a request's side
+// streams from its seed).
+inline uint64_t mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
 // Counter-based generator (SplitMix64 over seed + counter): cheap, reproducible, and its state is
 // two integers, so a request's stream can be saved and restored exactly.
 class Rng {
  public:
   explicit Rng(uint64_t seed = 0) : seed_(seed) {}
 
-  uint64_t next_u64() {
-    uint64_t z = seed_ * 0x9E3779B97F4A7C15ull + (++counter_) * 0xD1B54A32D192ED03ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
+  uint64_t next_u64() { return mix64(seed_ * 0x9E3779B97F4A7C15ull + (++counter_) * 0xD1B54A32D192ED03ull); }
 
   // Uniform in the open interval (0, 1): never exactly 0 or 1, so `u < p` with p = 0 always rejects
   // and p = 1 always accepts.

@@ -10,6 +10,7 @@
 #include <unordered_set>
 
 #include "common/error.h"
+#include "sampling/rng.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/unicode.h"
 
@@ -24,12 +25,7 @@ using ojson = nlohmann::ordered_json;  // keeps written keys in a readable order
 // Deterministic randomness: SplitMix64 and Fisher-Yates, so the split is the same on every
 // platform and standard library (std::shuffle and the std distributions are not specified).
 
-uint64_t splitmix64(uint64_t& state) {
-  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
+uint64_t splitmix64(uint64_t& state) { return sampling::mix64(state += 0x9E3779B97F4A7C15ull); }
 
 uint64_t fnv1a(std::string_view text) {
   uint64_t h = 0xCBF29CE484222325ull;
