@@ -21,11 +21,11 @@ struct Contender {
   DtypeResult result;
 };
 
-Contender load_contender(const std::string& path, model::WeightDType dtype, const DtypeBenchOptions& o,
-                         int64_t max_b) {
+Contender load_contender(const std::string& path, model::WeightDType dtype, model::KvCacheDType kv_dtype,
+                         const DtypeBenchOptions& o, int64_t max_b) {
   const int64_t before = resident_bytes();
   const auto start = std::chrono::steady_clock::now();
-  model::Transformer model = model::Transformer::load(path, {.weight_dtype = dtype});
+  model::Transformer model = model::Transformer::load(path, {.weight_dtype = dtype, .kv_cache_dtype = kv_dtype});
   const double load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   model::KvCache cache = model.make_cache(1, o.context + max_b);
   const int64_t after = resident_bytes();  // after load, with the cache: before any forward's buffers
@@ -39,6 +39,7 @@ Contender load_contender(const std::string& path, model::WeightDType dtype, cons
   for (int64_t b : o.batch_sizes) c.points.push_back(make_point(c.model.config(), {slot}, o.context, 1, b, rng));
   c.result.dtype = model::weight_dtype_name(dtype);
   c.result.held = model::weight_dtype_name(c.model.weight_dtype());
+  c.result.kv_cache_dtype = model::kv_cache_dtype_name(kv_dtype);
   c.result.load_seconds = load_seconds;
   c.result.weight_bytes = c.model.weight_bytes();
   for (int64_t l = 0; l < c.model.config().n_layers; ++l)
@@ -59,6 +60,7 @@ const ForwardPoint& DtypeResult::point(int64_t b) const {
 DtypeBenchResult run_dtype_bench(const std::string& model_path, const DtypeBenchOptions& o,
                                  const std::function<void(const std::string&)>& progress) {
   if (o.dtypes.empty()) throw Error("bench dtypes: no dtypes given");
+  if (o.kv_cache_dtypes.empty()) throw Error("bench dtypes: no KV cache dtypes given");
   if (std::find(o.batch_sizes.begin(), o.batch_sizes.end(), 1) == o.batch_sizes.end())
     throw Error("bench dtypes: --batch-sizes must hold 1 (the decode step every ratio is taken against)");
   const int64_t max_b = *std::max_element(o.batch_sizes.begin(), o.batch_sizes.end());
@@ -66,8 +68,12 @@ DtypeBenchResult run_dtype_bench(const std::string& model_path, const DtypeBench
   result.resident_before = resident_bytes();
   std::vector<Contender> contenders;
   for (model::WeightDType dtype : o.dtypes) {
-    if (progress) progress("loading " + model_path + " as " + model::weight_dtype_name(dtype));
-    contenders.push_back(load_contender(model_path, dtype, o, max_b));
+    for (model::KvCacheDType kv_dtype : o.kv_cache_dtypes) {
+      if (progress)
+        progress("loading " + model_path + " as " + model::weight_dtype_name(dtype) + ", KV cache " +
+                 model::kv_cache_dtype_name(kv_dtype));
+      contenders.push_back(load_contender(model_path, dtype, kv_dtype, o, max_b));
+    }
   }
   torch::NoGradGuard no_grad;
   std::vector<PointSet> sets;

@@ -15,6 +15,9 @@ namespace dspark::bench {
 struct DtypeBenchOptions {
   // The first is the baseline of the speedups.
   std::vector<model::WeightDType> dtypes{model::WeightDType::kBF16, model::WeightDType::kQ8_0, model::WeightDType::kQ4_0};
+  // Each weight dtype runs once per KV cache dtype (weight dtype outermost); the first pair is
+  // the baseline.
+  std::vector<model::KvCacheDType> kv_cache_dtypes{model::KvCacheDType::kF32};
   int64_t context = 1024;
   std::vector<int64_t> batch_sizes{1, 8};  // one sequence with B new tokens; must hold 1
   int64_t warmup = 2;
@@ -25,6 +28,7 @@ struct DtypeBenchOptions {
 struct DtypeResult {
   std::string dtype;                // as asked (--dtype's name)
   std::string held;                 // what the model holds (auto resolved)
+  std::string kv_cache_dtype;       // its cache's element type
   double load_seconds = 0;
   int64_t weight_bytes = 0;         // the model's weights (Transformer::weight_bytes)
   int64_t kv_cache_bytes = 0;       // the cache the points run in
@@ -38,7 +42,7 @@ struct DtypeResult {
 struct DtypeBenchResult {
   std::vector<DtypeResult> dtypes;
   int64_t resident_before = 0;  // before the first load
-  // Per dtype: the median over rounds of T_baseline(1) / T_dtype(1) (each round's pair timed back
+  // Per contender: the median over rounds of T_baseline(1) / T_dtype(1) (each round's pair timed back
   // to back), so the speedup is measured side by side rather than from two medians.
   std::vector<double> decode_speedup;
 };

@@ -39,13 +39,15 @@ double time_linears(const model::Transformer& model, const LinearInputs& x) {
 // cache layer l reads ([n_kv_heads, capacity, head_dim] of slot 0).
 double time_attention(const model::ModelConfig& c, const torch::Tensor& q, int64_t n_new, int64_t context,
                       int64_t capacity, const std::vector<torch::Tensor>& keys, const std::vector<torch::Tensor>& values) {
+  const kernels::KvDtype kv_dtype =
+      keys[0].scalar_type() == torch::kBFloat16 ? kernels::KvDtype::kBF16 : kernels::KvDtype::kF32;
   torch::Tensor out = torch::empty({n_new, c.n_heads * c.head_dim});
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   const auto start = Clock::now();
   for (int64_t l = 0; l < c.n_layers; ++l) {
-    const kernels::AttentionSeq seq{keys[l].data_ptr<float>(), values[l].data_ptr<float>(), context, 0, n_new};
+    const kernels::AttentionSeq seq{keys[l].data_ptr(), values[l].data_ptr(), context, 0, n_new};
     kernels::attention_small(q.data_ptr<float>(), c.n_heads * c.head_dim, &seq, 1, c.n_heads, c.n_kv_heads,
-                             c.head_dim, capacity, scale, out.data_ptr<float>());
+                             c.head_dim, capacity, scale, out.data_ptr<float>(), kv_dtype);
   }
   return ms_since(start);
 }
@@ -110,7 +112,7 @@ KernelBenchResult run_kernel_bench(const model::Transformer& model, const Kernel
     }
   }
   KernelBenchResult r;
-  r.kv_bytes_per_step = 2 * c.n_layers * c.n_kv_heads * o.context * c.head_dim * static_cast<int64_t>(sizeof(float));
+  r.kv_bytes_per_step = 2 * c.n_layers * c.n_kv_heads * o.context * c.head_dim * cache.keys(0).element_size();
   for (size_t i = 0; i < n; ++i)
     r.points.push_back({o.batch_sizes[i], median(linears[i]), median(heads[i]), median(cold[i]), median(hot[i])});
   return r;

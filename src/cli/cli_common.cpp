@@ -58,6 +58,19 @@ CLI::Option* add_dtype_option(CLI::App* cmd, std::string& dtype, const std::stri
       ->capture_default_str();
 }
 
+model::KvCacheDType parse_kv_cache_dtype(const std::string& name) {
+  for (model::KvCacheDType dtype : {model::KvCacheDType::kF32, model::KvCacheDType::kBF16})
+    if (name == model::kv_cache_dtype_name(dtype)) return dtype;
+  throw Error("--kv-cache-dtype: expected f32 or bf16, got '" + name + "'");
+}
+
+CLI::Option* add_kv_cache_dtype_option(CLI::App* cmd, std::string& dtype) {
+  return cmd->add_option("--kv-cache-dtype", dtype,
+                         "the target's KV cache: f32 (keys and values as computed) or bf16 (half the memory and "
+                         "the bytes a step reads; rounded once when written)")
+      ->capture_default_str();
+}
+
 std::string default_model_dir() {
   const std::filesystem::path dir(DSPARK_DEFAULT_MODEL_DIR);
   if (!dir.empty() && std::filesystem::exists(dir / "config.json")) return dir.string();

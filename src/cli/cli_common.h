@@ -27,6 +27,10 @@ std::vector<int64_t> parse_ids(const std::string& csv, const std::string& flag);
 model::WeightDType parse_weight_dtype(const std::string& name);
 // --dtype into `dtype` (default "auto"), described as the dtype of `what`.
 CLI::Option* add_dtype_option(CLI::App* cmd, std::string& dtype, const std::string& what = "weight dtype");
+// "f32" | "bf16" -> KV cache dtype; throws dspark::Error otherwise.
+model::KvCacheDType parse_kv_cache_dtype(const std::string& name);
+// --kv-cache-dtype into `dtype` (default "f32"): the element type of the target's KV cache.
+CLI::Option* add_kv_cache_dtype_option(CLI::App* cmd, std::string& dtype);
 // The shipped default model (models/default in the source tree), or an error saying to pass --model.
 std::string default_model_dir();
 // The tokenizer in a model directory (or in a .gguf file's metadata), if it has one.

@@ -18,7 +18,7 @@ namespace dspark::cli {
 namespace {
 
 struct BenchAcceptArgs {
-  std::string target_dir, drafts, prompts, prompt_format = "auto", plot_dir, thresholds, dtype = "auto", json_out;
+  std::string target_dir, drafts, prompts, prompt_format = "auto", plot_dir, thresholds, dtype = "auto", kv_cache_dtype = "f32", json_out;
   int64_t limit = 0;
   bool json = false;
   bench::AcceptOptions options;
@@ -28,7 +28,7 @@ void run(BenchAcceptArgs a) {
   const std::string dir = a.target_dir.empty() ? default_model_dir() : a.target_dir;
   const std::optional<tokenizer::Tokenizer> tok = load_tokenizer_if_present(dir);
   if (!tok) throw Error(dir + ": no tokenizer.json (prompts are rendered with the chat template)");
-  model::Transformer target = model::Transformer::load(dir, {parse_weight_dtype(a.dtype)});
+  model::Transformer target = model::Transformer::load(dir, {parse_weight_dtype(a.dtype), parse_kv_cache_dtype(a.kv_cache_dtype)});
   const std::vector<std::string> draft_dirs = split_csv(a.drafts), files = split_csv(a.prompts);
   if (draft_dirs.empty() || files.empty()) throw Error("bench accept: give --draft and --prompts");
   std::vector<double> thresholds = {0.0};
@@ -94,6 +94,7 @@ void register_bench_accept(CLI::App& bench) {
   cmd->add_option("--thresholds", a->thresholds, "confidence thresholds to sweep for DSpark drafters, e.g. 0.1,0.2,...,0.9");
   cmd->add_option("--plot-dir", a->plot_dir, "write accept_per_position.svg (and threshold_sweep.svg) here");
   add_dtype_option(cmd, a->dtype, "target weights");
+  add_kv_cache_dtype_option(cmd, a->kv_cache_dtype);
   cmd->add_flag("--json", a->json, "machine-readable output");
   cmd->add_option("--json-out", a->json_out, "also write the JSON results to this file (with the Markdown on stdout)");
   cmd->callback([a] { run(*a); });

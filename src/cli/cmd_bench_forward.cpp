@@ -16,7 +16,7 @@ namespace dspark::cli {
 namespace {
 
 struct BenchForwardArgs {
-  std::string model_dir, dtype = "auto";
+  std::string model_dir, dtype = "auto", kv_cache_dtype = "f32";
   bool json = false;
   bench::ForwardBenchOptions options;
 };
@@ -55,7 +55,7 @@ void print_table(const bench::ForwardBenchResult& r) {
 }
 
 void run(const BenchForwardArgs& args) {
-  model::Transformer model = model::Transformer::load(args.model_dir, {parse_weight_dtype(args.dtype)});
+  model::Transformer model = model::Transformer::load(args.model_dir, {parse_weight_dtype(args.dtype), parse_kv_cache_dtype(args.kv_cache_dtype)});
   auto progress = [&](const std::string& what) { std::fprintf(stderr, "bench forward: %s\n", what.c_str()); };
   const bench::ForwardBenchResult result = bench::run_forward_bench(model, args.options, progress);
   if (args.json) std::cout << to_json(result, model, model::weight_dtype_name(model.weight_dtype())).dump(2) << "\n";
@@ -69,6 +69,7 @@ void register_bench_forward(CLI::App& bench) {
   CLI::App* cmd = bench.add_subcommand("forward", "forward cost against new tokens B (SPS table), prefill and AR decode speed");
   cmd->add_option("--model", args->model_dir, "model directory")->required();
   add_dtype_option(cmd, args->dtype);
+  add_kv_cache_dtype_option(cmd, args->kv_cache_dtype);
   cmd->add_option("--contexts", args->options.contexts, "context lengths (default 256 1024)");
   cmd->add_option("--batch-sizes", args->options.batch_sizes, "B values (default 1 2 4 8 16 32 64)");
   cmd->add_option("--runs", args->options.runs, "timed runs per point (median reported, default 7)");

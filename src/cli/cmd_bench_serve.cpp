@@ -28,7 +28,7 @@ namespace fs = std::filesystem;
 
 struct BenchServeArgs {
   std::string target_dir, draft_dir, method, prompts, prompt_format = "turns", schedules = "none,mtp1,dspark-async";
-  std::string concurrency = "1,2,4,8,16,32,64", dtype = "auto", sps_file, plot_dir, json_out, step_log;
+  std::string concurrency = "1,2,4,8,16,32,64", dtype = "auto", kv_cache_dtype = "f32", sps_file, plot_dir, json_out, step_log;
   int64_t limit = 64;
   int64_t repeats = 3;
   bool json = false;
@@ -54,7 +54,7 @@ void run_bench_serve(const BenchServeArgs& a) {
   torch::NoGradGuard no_grad;
   if (a.prompts.empty()) throw Error("bench serve: --prompts is required");
   const std::string dir = a.target_dir.empty() ? default_model_dir() : a.target_dir;
-  model::Transformer target = model::Transformer::load(dir, {parse_weight_dtype(a.dtype)});
+  model::Transformer target = model::Transformer::load(dir, {parse_weight_dtype(a.dtype), parse_kv_cache_dtype(a.kv_cache_dtype)});
   const tokenizer::Tokenizer tok = tokenizer::Tokenizer::load(fs::path(dir));
   const std::vector<std::vector<int64_t>> prompts =
       bench::chat_prompt_ids(dir, tok, bench::read_prompts(a.prompts, a.prompt_format, a.limit));
@@ -229,6 +229,7 @@ void register_bench_serve(CLI::App& bench) {
   in_process_only.push_back(
       cmd->add_option("--sps", a->sps_file, "step-cost profile from `dspark profile --out` (default: the cached one)"));
   in_process_only.push_back(add_dtype_option(cmd, a->dtype));
+  in_process_only.push_back(add_kv_cache_dtype_option(cmd, a->kv_cache_dtype));
   in_process_only.push_back(cmd->add_option(
       "--step-log", a->step_log, "write every engine step's measured and predicted time here (JSON lines)"));
   add_url_options(cmd, *a, in_process_only);

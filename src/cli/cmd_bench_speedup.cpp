@@ -21,7 +21,7 @@ namespace {
 
 struct BenchSpeedupArgs {
   std::string target_dir, drafts, prompts, prompt_format = "auto", temperatures = "0,1", schedule = "dspark-sync";
-  std::string dtype = "auto", json_out;
+  std::string dtype = "auto", kv_cache_dtype = "f32", json_out;
   std::optional<int64_t> gamma;
   int64_t limit = 40;
   bool ngram = false, json = false;
@@ -58,7 +58,7 @@ void run(BenchSpeedupArgs a) {
   for (const std::string& f : files)
     prompts.push_back(bench::chat_prompt_ids(dir, *tok, bench::read_prompts(f, a.prompt_format, a.limit)));
 
-  model::Transformer target = model::Transformer::load(dir, {parse_weight_dtype(a.dtype)});
+  model::Transformer target = model::Transformer::load(dir, {parse_weight_dtype(a.dtype), parse_kv_cache_dtype(a.kv_cache_dtype)});
   const model::GenerationConfig generation = model::GenerationConfig::load_or_default(dir, target.config());
   std::vector<std::vector<int64_t>> all_prompts;
   for (const auto& file : prompts) all_prompts.insert(all_prompts.end(), file.begin(), file.end());
@@ -132,6 +132,7 @@ void register_bench_speedup(CLI::App& bench) {
       ->capture_default_str();
   cmd->add_option("--seed", a->options.seed, "prompt i samples with seed + i under every method")->capture_default_str();
   add_dtype_option(cmd, a->dtype, "target weights");
+  add_kv_cache_dtype_option(cmd, a->kv_cache_dtype);
   cmd->add_flag("--json", a->json, "machine-readable output");
   cmd->add_option("--json-out", a->json_out, "also write the JSON results to this file (with the Markdown on stdout)");
   cmd->callback([a] { run(*a); });

@@ -20,7 +20,7 @@ namespace dspark::cli {
 namespace {
 
 struct GenerateArgs {
-  std::string model_dir, dtype = "auto";
+  std::string model_dir, dtype = "auto", kv_cache_dtype = "f32";
   PromptArgs prompt;
   SamplingArgs sampling;
   bool ignore_eos = false, json = false;
@@ -64,7 +64,7 @@ void run_generate(const GenerateArgs& args) {
   torch::NoGradGuard no_grad;
   if (args.num_samples < 1) throw Error("generate: --num-samples must be >= 1");
   const std::string dir = args.model_dir.empty() ? default_model_dir() : args.model_dir;
-  model::Transformer model = model::Transformer::load(dir, {parse_weight_dtype(args.dtype)});
+  model::Transformer model = model::Transformer::load(dir, {parse_weight_dtype(args.dtype), parse_kv_cache_dtype(args.kv_cache_dtype)});
   const model::GenerationConfig generation = model::GenerationConfig::load_or_default(dir, model.config());
   const std::optional<tokenizer::Tokenizer> tok = load_tokenizer_if_present(dir);
 
@@ -138,6 +138,7 @@ void register_generate(CLI::App& app) {
   cmd->add_option("--num-samples", args->num_samples, "independent samples (seeds seed, seed + 1, ...)");
   cmd->add_flag("--json", args->json, "print one JSON object per sample");
   add_dtype_option(cmd, args->dtype);
+  add_kv_cache_dtype_option(cmd, args->kv_cache_dtype);
   cmd->add_option("--draft", args->draft_dir, "drafter directory (DeepSpec layout): speculative decoding");
   cmd->add_option("--method", args->method, "dspark | dflash | eagle3 | ngram (default: from the drafter's config)");
   cmd->add_option("--gamma", args->gamma, "drafts per step (default: the drafter's block size, else 7)");

@@ -11,13 +11,13 @@ namespace dspark::cli {
 namespace {
 
 struct LogitsArgs {
-  std::string model_dir, ids, out, dtype = "auto";
+  std::string model_dir, ids, out, dtype = "auto", kv_cache_dtype = "f32";
 };
 
 void run_logits(const LogitsArgs& args) {
   torch::NoGradGuard no_grad;
   const std::vector<int64_t> ids = parse_ids(args.ids, "--ids");
-  model::Transformer model = model::Transformer::load(args.model_dir, {parse_weight_dtype(args.dtype)});
+  model::Transformer model = model::Transformer::load(args.model_dir, {parse_weight_dtype(args.dtype), parse_kv_cache_dtype(args.kv_cache_dtype)});
   model::KvCache cache = model.make_cache(1, static_cast<int64_t>(ids.size()));
   model::ForwardBatch batch;
   batch.token_ids = ids;
@@ -40,6 +40,7 @@ void register_logits(CLI::App& app) {
   cmd->add_option("--ids", args->ids, "comma-separated token ids")->required();
   cmd->add_option("--out", args->out, "output file")->required();
   add_dtype_option(cmd, args->dtype);
+  add_kv_cache_dtype_option(cmd, args->kv_cache_dtype);
   cmd->callback([args] { run_logits(*args); });
 }
 

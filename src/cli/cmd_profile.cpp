@@ -14,7 +14,7 @@ namespace dspark::cli {
 namespace {
 
 struct ProfileArgs {
-  std::string model_dir, draft_dir, method, dtype = "auto", out;
+  std::string model_dir, draft_dir, method, dtype = "auto", kv_cache_dtype = "f32", out;
   engine::ProfileOptions options;
   bool json = false;
 };
@@ -22,7 +22,7 @@ struct ProfileArgs {
 void run_profile(const ProfileArgs& a) {
   torch::NoGradGuard no_grad;
   const std::string dir = a.model_dir.empty() ? default_model_dir() : a.model_dir;
-  model::Transformer target = model::Transformer::load(dir, {parse_weight_dtype(a.dtype)});
+  model::Transformer target = model::Transformer::load(dir, {parse_weight_dtype(a.dtype), parse_kv_cache_dtype(a.kv_cache_dtype)});
   std::unique_ptr<draft::Drafter> drafter;
   if (!a.draft_dir.empty() || !a.method.empty())
     drafter = draft::load_drafter(a.method, a.draft_dir, target,
@@ -63,6 +63,7 @@ void register_profile(CLI::App& app) {
   cmd->add_option("--draft", a->draft_dir, "drafter directory: its batched drafting cost is measured too");
   cmd->add_option("--method", a->method, "dspark | dflash | eagle3 | ngram (default: from the drafter's config)");
   add_dtype_option(cmd, a->dtype);
+  add_kv_cache_dtype_option(cmd, a->kv_cache_dtype);
   cmd->add_option("--max-requests", a->options.max_requests, "largest concurrency R to cover")->capture_default_str();
   cmd->add_option("--gamma", a->options.gamma, "drafts per request: B runs to R x (gamma + 1)")->capture_default_str();
   cmd->add_option("--context", a->options.context, "cached positions per request while measuring")->capture_default_str();

@@ -22,7 +22,7 @@ namespace {
 namespace fs = std::filesystem;
 
 struct ServeArgs {
-  std::string model_dir, draft_dir, method, schedule, sps_file, dtype = "auto";
+  std::string model_dir, draft_dir, method, schedule, sps_file, dtype = "auto", kv_cache_dtype = "f32";
   std::optional<int64_t> gamma, http_threads;
   std::optional<int> threads;
   int64_t max_concurrency = 16, max_queue = 64, max_context = 0;
@@ -87,7 +87,7 @@ void run_serve(ServeArgs& a) {
   std::fflush(stdout);
 
   const std::string dir = a.model_dir.empty() ? default_model_dir() : a.model_dir;
-  model::Transformer target = model::Transformer::load(dir, {parse_weight_dtype(a.dtype)});
+  model::Transformer target = model::Transformer::load(dir, {parse_weight_dtype(a.dtype), parse_kv_cache_dtype(a.kv_cache_dtype)});
   const std::optional<tokenizer::Tokenizer> tok = load_tokenizer_if_present(dir);
   if (!tok) throw Error(dir + ": no tokenizer; the server needs one");
   const int64_t context = engine::context_limit(target.config(), a.max_context);
@@ -176,6 +176,7 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--threads-http", a->http_threads,
                   "connections served at once (default: max-concurrency + max-queue + 8)");
   add_dtype_option(cmd, a->dtype);
+  add_kv_cache_dtype_option(cmd, a->kv_cache_dtype);
   cmd->callback([a] { run_serve(*a); });
 }
 

@@ -398,8 +398,11 @@ schedule::SpsMeta step_cost_meta(const std::string& model_dir, const model::Tran
     const auto modified = fs::last_write_time(exe, error);
     if (!error) build = std::to_string(size) + "-" + std::to_string(modified.time_since_epoch().count());
   }
-  return {name(model_dir) + "+" + name(drafter_dir), host, model::device_label(target.device()),
-          model::weight_dtype_name(target.weight_dtype()), date, build};
+  // A bf16 KV cache reads half the bytes per step: its own profile.
+  std::string dtype = model::weight_dtype_name(target.weight_dtype());
+  if (target.kv_cache_dtype() != model::KvCacheDType::kF32)
+    dtype += std::string("-kv") + model::kv_cache_dtype_name(target.kv_cache_dtype());
+  return {name(model_dir) + "+" + name(drafter_dir), host, model::device_label(target.device()), dtype, date, build};
 }
 
 StepCost cached_step_cost(const fs::path& cache_dir, model::Transformer& target, draft::Drafter* drafter,

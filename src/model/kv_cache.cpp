@@ -6,9 +6,15 @@
 
 namespace dspark::model {
 
-KvCache::KvCache(const KvCacheShape& shape, const torch::Device& device)
-    : shape_(shape), lengths_(shape.n_slots, 0), live_(shape.n_slots, false) {
-  auto options = torch::TensorOptions().dtype(torch::kFloat32).device(device);
+const char* kv_cache_dtype_name(KvCacheDType dtype) { return dtype == KvCacheDType::kBF16 ? "bf16" : "f32"; }
+
+torch::ScalarType kv_cache_scalar_type(KvCacheDType dtype) {
+  return dtype == KvCacheDType::kBF16 ? torch::kBFloat16 : torch::kFloat32;
+}
+
+KvCache::KvCache(const KvCacheShape& shape, const torch::Device& device, KvCacheDType dtype)
+    : shape_(shape), dtype_(dtype), lengths_(shape.n_slots, 0), live_(shape.n_slots, false) {
+  auto options = torch::TensorOptions().dtype(kv_cache_scalar_type(dtype)).device(device);
   for (int64_t l = 0; l < shape.n_layers; ++l) {
     keys_.push_back(torch::zeros({shape.n_slots, shape.n_kv_heads, shape.capacity, shape.head_dim}, options));
     values_.push_back(torch::zeros({shape.n_slots, shape.n_kv_heads, shape.capacity, shape.head_dim}, options));

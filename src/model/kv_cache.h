@@ -12,6 +12,13 @@
 
 namespace dspark::model {
 
+// The cache's element type. bf16 halves what every step streams (and the cache's memory); keys and
+// values are rounded to it once, when written, and attention reads them as they are
+// (kernels/attention_small.h). f32 keeps them exactly as computed.
+enum class KvCacheDType { kF32, kBF16 };
+const char* kv_cache_dtype_name(KvCacheDType dtype);  // "f32", "bf16"
+torch::ScalarType kv_cache_scalar_type(KvCacheDType dtype);
+
 struct KvCacheShape {
   int64_t n_layers = 0;
   int64_t n_slots = 0;     // sequences that can be live at once
@@ -22,7 +29,7 @@ struct KvCacheShape {
 
 class KvCache {
  public:
-  KvCache(const KvCacheShape& shape, const torch::Device& device);
+  KvCache(const KvCacheShape& shape, const torch::Device& device, KvCacheDType dtype = KvCacheDType::kF32);
 
   // Slots. allocate returns nullopt when all slots are live (an expected condition, not an error).
   std::optional<int64_t> allocate();
@@ -33,6 +40,7 @@ class KvCache {
   int64_t length(int64_t slot) const;      // committed positions
   int64_t capacity() const { return shape_.capacity; }
   const KvCacheShape& shape() const { return shape_; }
+  KvCacheDType dtype() const { return dtype_; }
 
   // Checks that `n_new` more positions fit in `slot`; throws dspark::Error otherwise. No side effects.
   void check_room(int64_t slot, int64_t n_new) const;
@@ -43,15 +51,17 @@ class KvCache {
   // Makes `dst` a copy of `src`'s committed positions (shared prompt prefix for several samples).
   void copy_slot(int64_t src, int64_t dst);
 
-  torch::Tensor& keys(int64_t layer) { return keys_[layer]; }      // [n_slots, n_kv_heads, capacity, head_dim]
-  torch::Tensor& values(int64_t layer) { return values_[layer]; }  // [n_slots, n_kv_heads, capacity, head_dim]
+  // [n_slots, n_kv_heads, capacity, head_dim] of dtype()
+  torch::Tensor& keys(int64_t layer) { return keys_[layer]; }
+  torch::Tensor& values(int64_t layer) { return values_[layer]; }
 
  private:
   void check_slot(int64_t slot) const;
 
   KvCacheShape shape_;
-  std::vector<torch::Tensor> keys_;    // per layer, f32
-  std::vector<torch::Tensor> values_;  // per layer, f32
+  KvCacheDType dtype_;
+  std::vector<torch::Tensor> keys_;    // per layer
+  std::vector<torch::Tensor> values_;  // per layer
   std::vector<int64_t> lengths_;       // per slot: committed positions
   std::vector<bool> live_;             // per slot: allocated
 };

@@ -13,6 +13,7 @@
 #include "common/json_file.h"
 #include "common/process_memory.h"
 #include "model/kernels/attention_small.h"
+#include "model/kernels/bf16.h"
 #include "model/kernels/row_ops.h"
 #include "model/blas_check.h"
 #include "model/gguf.h"
@@ -150,7 +151,7 @@ torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, doub
 
 Transformer::Transformer(ModelConfig config, const LoadOptions& options)
     : config_(std::move(config)), device_(options.device), weight_dtype_(options.weight_dtype),
-      kernels_(options.kernels), rope_(config_) {}
+      kv_cache_dtype_(options.kv_cache_dtype), kernels_(options.kernels), rope_(config_) {}
 
 Transformer Transformer::load(const std::string& dir, const LoadOptions& options) {
   warn_if_reference_blas();
@@ -251,8 +252,21 @@ int64_t Transformer::weight_bytes() const {
 
 KvCache Transformer::make_cache(int64_t n_slots, int64_t capacity) const {
   KvCacheShape shape{config_.n_layers, n_slots, capacity, config_.n_kv_heads, config_.head_dim};
-  return KvCache(shape, device_);
+  return KvCache(shape, device_, kv_cache_dtype_);
 }
+
+namespace {
+
+kernels::KvDtype kernel_kv_dtype(const KvCache& cache) {
+  return cache.dtype() == KvCacheDType::kBF16 ? kernels::KvDtype::kBF16 : kernels::KvDtype::kF32;
+}
+
+// Where slot `slot` of a cache layer's [n_slots, n_kv_heads, capacity, head_dim] tensor starts.
+const void* slot_data(const torch::Tensor& layer, int64_t slot) {
+  return static_cast<const char*>(layer.data_ptr()) + slot * layer.stride(0) * layer.element_size();
+}
+
+}  // namespace
 
 // q: [n_tokens, n_heads, head_dim], rotated; the new keys/values are already in the cache.
 // Returns [n_tokens, n_heads * head_dim].
@@ -271,17 +285,15 @@ torch::Tensor Transformer::attention(const torch::Tensor& q, KvCache& cache, int
     const SeqChunk& seq = batch.seqs[s];
     const int64_t n_total = n_past[s] + seq.n_new;
     if (fast && seq.n_new <= kSmallBatchRows) {
-      const int64_t slot_stride = c.n_kv_heads * cache.capacity() * c.head_dim;
-      small.push_back({keys.data_ptr<float>() + seq.slot * slot_stride, values.data_ptr<float>() + seq.slot * slot_stride,
-                       n_past[s], token_begin, seq.n_new});
+      small.push_back({slot_data(keys, seq.slot), slot_data(values, seq.slot), n_past[s], token_begin, seq.n_new});
     } else {
       // Long chunk (prefill) or another device: batched matmuls with a causal mask.
       const int64_t group = c.n_heads / c.n_kv_heads;
       torch::Tensor qs = q.narrow(0, token_begin, seq.n_new)
                              .view({seq.n_new, c.n_kv_heads, group, c.head_dim})
                              .permute({1, 2, 0, 3});                                   // [kv, g, new, d]
-      torch::Tensor k = keys[seq.slot].narrow(1, 0, n_total).unsqueeze(1);             // [kv, 1, total, d]
-      torch::Tensor v = values[seq.slot].narrow(1, 0, n_total).unsqueeze(1);
+      torch::Tensor k = keys[seq.slot].narrow(1, 0, n_total).unsqueeze(1).to(q.scalar_type());  // [kv, 1, total, d]
+      torch::Tensor v = values[seq.slot].narrow(1, 0, n_total).unsqueeze(1).to(q.scalar_type());
       torch::Tensor scores = torch::matmul(qs, k.transpose(-1, -2)) * scale;          // [kv, g, new, total]
       torch::Tensor key_pos = torch::arange(n_total, q.options().dtype(torch::kLong));
       torch::Tensor query_pos = torch::arange(n_past[s], n_total, q.options().dtype(torch::kLong));
@@ -296,7 +308,8 @@ torch::Tensor Transformer::attention(const torch::Tensor& q, KvCache& cache, int
     torch::Tensor qc = q.contiguous();
     kernels::attention_small(qc.data_ptr<float>(), c.n_heads * c.head_dim, small.data(),
                              static_cast<int64_t>(small.size()), c.n_heads,
-                             c.n_kv_heads, c.head_dim, cache.capacity(), scale, out.data_ptr<float>());
+                             c.n_kv_heads, c.head_dim, cache.capacity(), scale, out.data_ptr<float>(),
+                             kernel_kv_dtype(cache));
   }
   return out.view({q.size(0), c.n_heads * c.head_dim});
 }
@@ -379,8 +392,8 @@ torch::Tensor Transformer::layer_forward(int64_t l, const torch::Tensor& x, cons
   // Advanced indices around a full slice put the token dimension first: the indexed view is
   // [n_tokens, n_kv_heads, head_dim], matching k and v.
   using torch::indexing::Slice;
-  cache.keys(l).index_put_({write_slots, Slice(), write_positions}, k);
-  cache.values(l).index_put_({write_slots, Slice(), write_positions}, v);
+  cache.keys(l).index_put_({write_slots, Slice(), write_positions}, k.to(cache.keys(l).scalar_type()));
+  cache.values(l).index_put_({write_slots, Slice(), write_positions}, v.to(cache.values(l).scalar_type()));
   return layer_output(layers_[l], config_, x, attention(q, cache, l, batch, n_past));
 }
 
@@ -388,13 +401,25 @@ void write_kv_rows(KvCache& cache, int64_t l, int64_t slot, int64_t first_positi
                    const float* values, int64_t row_stride) {
   const KvCacheShape& shape = cache.shape();
   const int64_t hd = shape.head_dim;
-  float* k_cache = cache.keys(l).data_ptr<float>();
-  float* v_cache = cache.values(l).data_ptr<float>();
+  const bool bf16 = cache.dtype() == KvCacheDType::kBF16;
+  void* k_cache = cache.keys(l).data_ptr();
+  void* v_cache = cache.values(l).data_ptr();
   for (int64_t i = 0; i < n; ++i) {
     for (int64_t g = 0; g < shape.n_kv_heads; ++g) {
       const int64_t dst = ((slot * shape.n_kv_heads + g) * shape.capacity + first_position + i) * hd;
-      std::memcpy(k_cache + dst, keys + i * row_stride + g * hd, hd * sizeof(float));
-      std::memcpy(v_cache + dst, values + i * row_stride + g * hd, hd * sizeof(float));
+      const float* k = keys + i * row_stride + g * hd;
+      const float* v = values + i * row_stride + g * hd;
+      if (bf16) {
+        // Rounded as torch's conversion rounds (nearest even), so this path and the tensor-ops
+        // path store the same bits.
+        for (int64_t e = 0; e < hd; ++e) {
+          static_cast<uint16_t*>(k_cache)[dst + e] = kernels::f32_to_bf16(k[e]);
+          static_cast<uint16_t*>(v_cache)[dst + e] = kernels::f32_to_bf16(v[e]);
+        }
+      } else {
+        std::memcpy(static_cast<float*>(k_cache) + dst, k, hd * sizeof(float));
+        std::memcpy(static_cast<float*>(v_cache) + dst, v, hd * sizeof(float));
+      }
     }
   }
 }
@@ -418,16 +443,13 @@ void decoder_layer_rows(const DecoderLayer& layer, const ModelConfig& c, KvCache
   kernels::norm_rope_heads(qkv_p + q_dim, n, qkv_dim, c.n_kv_heads, hd, k_norm, eps, cos.data_ptr<float>(),
                            sin.data_ptr<float>());
 
-  const int64_t slot_stride = c.n_kv_heads * cache.capacity() * hd;
-  const float* keys = cache.keys(l).data_ptr<float>();
-  const float* values = cache.values(l).data_ptr<float>();
   std::vector<kernels::AttentionSeq> attention_seqs;
   int64_t row = 0;
   for (const RowsSeq& seq : seqs) {
     write_kv_rows(cache, l, seq.slot, seq.n_past, seq.n_new, qkv_p + row * qkv_dim + q_dim,
                   qkv_p + row * qkv_dim + q_dim + kv_dim, qkv_dim);
-    attention_seqs.push_back({keys + seq.slot * slot_stride, values + seq.slot * slot_stride, seq.n_past, row,
-                              seq.n_new, seq.causal});
+    attention_seqs.push_back({slot_data(cache.keys(l), seq.slot), slot_data(cache.values(l), seq.slot), seq.n_past,
+                              row, seq.n_new, seq.causal});
     row += seq.n_new;
   }
   DSPARK_ASSERT(row == n);
@@ -435,7 +457,7 @@ void decoder_layer_rows(const DecoderLayer& layer, const ModelConfig& c, KvCache
   // q is read in place from the fused q/k/v rows.
   kernels::attention_small(qkv_p, qkv_dim, attention_seqs.data(), static_cast<int64_t>(attention_seqs.size()),
                            c.n_heads, c.n_kv_heads, hd, cache.capacity(),
-                           1.0f / std::sqrt(static_cast<float>(hd)), attn.data_ptr<float>());
+                           1.0f / std::sqrt(static_cast<float>(hd)), attn.data_ptr<float>(), kernel_kv_dtype(cache));
   kernels::add_in_place(xp, layer.o_proj.forward(attn).data_ptr<float>(), n * hidden);
 
   kernels::rms_norm_rows(xp, layer.post_norm.data_ptr<float>(), n, hidden, eps, h.data_ptr<float>());

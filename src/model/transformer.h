@@ -74,6 +74,7 @@ class GgufFile;
 
 struct LoadOptions {
   WeightDType weight_dtype = WeightDType::kAuto;
+  KvCacheDType kv_cache_dtype = KvCacheDType::kF32;  // of every cache make_cache returns
   torch::Device device = default_device();  // the CLI's --device (model/device.h), else the CPU
   Kernels kernels = Kernels::kAuto;
 };
@@ -124,6 +125,7 @@ class Transformer {
   // (model-0000i-of-0000n.safetensors + model.safetensors.index.json).
   void save(const std::string& dir, WeightDType dtype, size_t max_shard_bytes = 0) const;
 
+  // A cache of LoadOptions::kv_cache_dtype.
   KvCache make_cache(int64_t n_slots, int64_t capacity) const;
   // The decoder layers, for benchmarks that time their parts alone (bench kernels).
   const std::vector<DecoderLayer>& layers() const { return layers_; }
@@ -133,6 +135,7 @@ class Transformer {
   Kernels kernels() const { return kernels_; }
   int64_t weight_bytes() const;  // bytes of all weights (what one decode step streams)
   WeightDType weight_dtype() const { return weight_dtype_; }  // resolved: never kAuto
+  KvCacheDType kv_cache_dtype() const { return kv_cache_dtype_; }
 
  private:
   Transformer(ModelConfig config, const LoadOptions& options);
@@ -167,6 +170,7 @@ class Transformer {
   ModelConfig config_;
   torch::Device device_;
   WeightDType weight_dtype_;  // as asked until load resolves kAuto
+  KvCacheDType kv_cache_dtype_;
   Kernels kernels_;
   Rope rope_;
   torch::Tensor embed_;  // [vocab, hidden]; undefined when quantized

@@ -42,6 +42,7 @@ struct GreedyCase {
   draft::MarkovHead head = draft::MarkovHead::kVanilla;
   model::Kernels kernels = model::Kernels::kAuto;  // kTensorOps: the target on the path CUDA runs
   model::WeightDType dtype = model::WeightDType::kF32;  // target's and drafter's matrices (f16: converted)
+  model::KvCacheDType kv = model::KvCacheDType::kF32;    // the target's cache
 };
 
 class GreedyEquality : public ::testing::TestWithParam<GreedyCase> {};
@@ -50,7 +51,7 @@ TEST_P(GreedyEquality, SpeculativeEqualsAutoregressive) {
   torch::NoGradGuard no_grad;
   const GreedyCase& c = GetParam();
   model::Transformer target = model::Transformer::load(test::fixture(c.target).string(),
-                                                      {.weight_dtype = c.dtype, .kernels = c.kernels});
+                                                      {.weight_dtype = c.dtype, .kv_cache_dtype = c.kv, .kernels = c.kernels});
   test::TempDir dir;
   auto drafter = random_drafter(target, c.method, dir, 3, c.head, c.dtype);
   const std::vector<std::vector<int64_t>> prompts = {{1, 2, 3}, {100, 17, 250, 9, 31, 77, 4}, {5, 5, 5, 5, 6, 5, 5, 5, 5}};
@@ -92,13 +93,21 @@ INSTANTIATE_TEST_SUITE_P(
                       GreedyCase{"tiny-qwen3-tied", "eagle3", draft::MarkovHead::kVanilla, model::Kernels::kAuto,
                                  model::WeightDType::kQ8_0},
                       GreedyCase{"tiny-qwen3-tied", "dspark", draft::MarkovHead::kRnn, model::Kernels::kAuto,
-                                 model::WeightDType::kQ4_0}),
+                                 model::WeightDType::kQ4_0},
+                      // a bf16 KV cache (head_dim 32: the vdpbf16ps attention where the CPU has it)
+                      GreedyCase{"tiny-qwen3-untied", "dspark", draft::MarkovHead::kVanilla, model::Kernels::kAuto,
+                                 model::WeightDType::kF32, model::KvCacheDType::kBF16},
+                      GreedyCase{"tiny-qwen3-tied", "eagle3", draft::MarkovHead::kVanilla, model::Kernels::kAuto,
+                                 model::WeightDType::kQ8_0, model::KvCacheDType::kBF16},
+                      GreedyCase{"tiny-qwen3-untied", "dflash", draft::MarkovHead::kVanilla, model::Kernels::kTensorOps,
+                                 model::WeightDType::kF32, model::KvCacheDType::kBF16}),
     [](const auto& info) {
       return info.param.target.substr(11) + "_" + info.param.method +
              (info.param.head == draft::MarkovHead::kRnn ? "_rnn" : "") +
              (info.param.kernels == model::Kernels::kTensorOps ? "_tensor_ops" : "") +
              (info.param.dtype == model::WeightDType::kF32 ? std::string()
-                                                            : "_" + std::string(model::weight_dtype_name(info.param.dtype)));
+                                                            : "_" + std::string(model::weight_dtype_name(info.param.dtype))) +
+             (info.param.kv == model::KvCacheDType::kF32 ? "" : "_kv_bf16");
     });
 
 // A drafter written for a bf16 target serves that target converted to f16 on load (--dtype f16):

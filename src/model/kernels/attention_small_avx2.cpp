@@ -6,5 +6,6 @@
 namespace dspark::kernels::attention_small_detail {
 
 void attend_avx2(const HeadGroupTask& task) { HeadGroupAttention<Avx2>::run(task); }
+void attend_avx2_bf16_cache(const HeadGroupTask& task) { HeadGroupAttention<Avx2, uint16_t>::run(task); }
 
 }  // namespace dspark::kernels::attention_small_detail

@@ -6,5 +6,6 @@
 namespace dspark::kernels::attention_small_detail {
 
 void attend_avx512(const HeadGroupTask& task) { HeadGroupAttention<Avx512>::run(task); }
+void attend_avx512_bf16_cache(const HeadGroupTask& task) { HeadGroupAttention<Avx512, uint16_t>::run(task); }
 
 }  // namespace dspark::kernels::attention_small_detail

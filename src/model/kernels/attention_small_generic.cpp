@@ -6,5 +6,6 @@
 namespace dspark::kernels::attention_small_detail {
 
 void attend_generic(const HeadGroupTask& task) { HeadGroupAttention<Scalar>::run(task); }
+void attend_generic_bf16_cache(const HeadGroupTask& task) { HeadGroupAttention<Scalar, uint16_t>::run(task); }
 
 }  // namespace dspark::kernels::attention_small_detail

@@ -7,6 +7,7 @@
 #pragma once
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 namespace dspark::kernels::attention_small_detail {
 
@@ -21,14 +22,16 @@ struct HeadGroupTask {
   int64_t n_new;
   int64_t n_past;
   bool causal;     // false: every row sees all n_past + n_new keys
-  const float* k;  // [n_past + n_new, head_dim] of this kv head
-  const float* v;  // [n_past + n_new, head_dim]
+  const void* k;   // [n_past + n_new, head_dim] of this kv head: float, or bf16 as uint16_t
+  const void* v;   // [n_past + n_new, head_dim]
   int64_t head_dim;
   float scale;
   float* scores;          // scratch [group * n_new, scores_stride]
   int64_t scores_stride;  // n_past + n_new rounded up to kScoresAlignment
   float* inv_sums;        // scratch [group * n_new]
-  float* key_tail;        // scratch [kScoresAlignment, head_dim]: the last keys, zero-padded
+  void* key_tail;         // scratch [kScoresAlignment, head_dim] of the cache's type: the last keys,
+                          // zero-padded
+  void* bf16_scratch;     // scratch for attend_avx512bf16 (bf16_scratch_bytes), else unused
   int64_t* q_offsets;     // scratch [group * n_new]: where row r starts in q
   int64_t* out_offsets;   // scratch [group * n_new]: where row r starts in out
 };
@@ -40,9 +43,19 @@ using HeadGroupKernel = void (*)(const HeadGroupTask& task);
 void attend_generic(const HeadGroupTask& task);
 void attend_avx2(const HeadGroupTask& task);    // head_dim % 8 == 0
 void attend_avx512(const HeadGroupTask& task);  // head_dim % 16 == 0
+// A bf16 cache, widened to f32 as it is read.
+void attend_generic_bf16_cache(const HeadGroupTask& task);
+void attend_avx2_bf16_cache(const HeadGroupTask& task);    // head_dim % 8 == 0
+void attend_avx512_bf16_cache(const HeadGroupTask& task);  // head_dim % 16 == 0
+// A bf16 cache with vdpbf16ps dot products (attention_small_avx512bf16.cpp), head_dim % 32 == 0.
+void attend_avx512bf16(const HeadGroupTask& task);
+// The bytes of HeadGroupTask::bf16_scratch attend_avx512bf16 needs.
+inline int64_t bf16_scratch_bytes(int64_t rows, int64_t head_dim, int64_t scores_stride) {
+  return (rows * head_dim + rows * scores_stride + head_dim) * 2 + 64;
+}
 
 // Policy V (a SIMD width and its operations):
-//   kWidth, Reg, zero, load, store, broadcast, add, sub, mul, fmadd, max, reduce_add, reduce_max,
+//   kWidth, Reg, zero, load, load_bf16 (kWidth bf16 widened to f32), store, broadcast, add, sub, mul, fmadd, max, reduce_add, reduce_max,
 //   exp (exactly 0 for -infinity, so hidden keys drop out), sum_each(const Reg (&acc)[kWidth])
 //   returning the lane sums of the kWidth registers as one register, kMaxRowRegs: the most
 //   registers a head_dim row may take for the row-at-a-time paths (0 disables them), and
@@ -50,10 +63,12 @@ void attend_avx512(const HeadGroupTask& task);  // head_dim % 16 == 0
 //
 // Every path sums each score over head_dim in ascending order and each output over keys in
 // ascending order, so a token's result is the same bits whatever else shares the call.
-template <class V>
+// KV: the cache's element type, float or uint16_t (bf16, widened to f32 as it is loaded).
+template <class V, class KV = float>
 struct HeadGroupAttention {
   using Reg = typename V::Reg;
   static constexpr int W = V::kWidth;
+  static_assert(std::is_same_v<KV, float> || std::is_same_v<KV, uint16_t>);
   static_assert(kScoresAlignment % W == 0);
   // Keys whose values stay in L1 while every row block consumes them (64 * 128 floats = 32 KiB).
   static constexpr int64_t kKeyBlock = 64;
@@ -73,6 +88,15 @@ struct HeadGroupAttention {
   static int64_t keys(const HeadGroupTask& t) { return t.n_past + t.n_new; }
   static const float* q_row(const HeadGroupTask& t, int64_t r) { return t.q + t.q_offsets[r]; }
   static float* out_row(const HeadGroupTask& t, int64_t r) { return t.out + t.out_offsets[r]; }
+  static const KV* keys_of(const HeadGroupTask& t) { return static_cast<const KV*>(t.k); }
+  static const KV* values_of(const HeadGroupTask& t) { return static_cast<const KV*>(t.v); }
+  static Reg load_kv(const KV* p) {
+    if constexpr (std::is_same_v<KV, float>) {
+      return V::load(p);
+    } else {
+      return V::load_bf16(p);
+    }
+  }
 
   // Once per task, keeping integer divisions out of the per-block loops.
   static void compute_row_offsets(const HeadGroupTask& t) {
@@ -96,24 +120,24 @@ struct HeadGroupAttention {
 
   // ---- scores[r, j] = scale * q_r . k_j, W keys at a time (reduced together by sum_each) ----
 
-  using ScoreBlock = void (*)(const HeadGroupTask& t, const float* k_block, int64_t j0);
+  using ScoreBlock = void (*)(const HeadGroupTask& t, const KV* k_block, int64_t j0);
 
   static void compute_scores(const HeadGroupTask& t) {
     const int64_t d = t.head_dim;
     ScoreBlock score_block = score_block_by_columns;
     with_row_regs(d / W, [&]<int R>() { score_block = score_block_by_rows<R>; });
     const int64_t full_end = keys(t) / W * W;
-    for (int64_t j0 = 0; j0 < full_end; j0 += W) score_block(t, t.k + j0 * d, j0);
+    const KV* k = keys_of(t);
+    for (int64_t j0 = 0; j0 < full_end; j0 += W) score_block(t, k + j0 * d, j0);
     if (full_end == keys(t)) return;
     // The last keys take the same path, zero-padded to W, so a key's score never depends on where
     // the cache ends.
+    KV* tail = static_cast<KV*>(t.key_tail);
     for (int64_t jj = 0; jj < W; ++jj) {
       const bool present = full_end + jj < keys(t);
-      for (int64_t c = 0; c < d; ++c) {
-        t.key_tail[jj * d + c] = present ? t.k[(full_end + jj) * d + c] : 0.0f;
-      }
+      for (int64_t c = 0; c < d; ++c) tail[jj * d + c] = present ? k[(full_end + jj) * d + c] : KV{0};
     }
-    score_block(t, t.key_tail, full_end);
+    score_block(t, tail, full_end);
   }
 
   // Rows kTileRows at a time through score_tile, the rest (all of a decode step's) through
@@ -121,7 +145,7 @@ struct HeadGroupAttention {
   // L1, and the keys stream in at an even pace, which lets the prefetches (see score_tile) keep
   // ahead of them.
   template <int R>
-  static void score_block_by_rows(const HeadGroupTask& t, const float* k_block, int64_t j0) {
+  static void score_block_by_rows(const HeadGroupTask& t, const KV* k_block, int64_t j0) {
     int64_t r = 0;
     if constexpr (kTileRows > 0) {
       const int64_t tiles = rows(t) / kTileRows;
@@ -145,21 +169,21 @@ struct HeadGroupAttention {
   // next block's keys arrive spread evenly over this block (measured, 28 layers, context 1024,
   // KV in DRAM, 8 tokens: 11.2-11.4 -> 10.3-10.9 ms with the value prefetches unchanged; a burst
   // of all of the next block's prefetches from the first row tile gave the former).
-  static void score_tile(const HeadGroupTask& t, const float* k_block, int64_t j0, int kg, int64_t tile) {
+  static void score_tile(const HeadGroupTask& t, const KV* k_block, int64_t j0, int kg, int64_t tile) {
     constexpr int RT = kTileRows > 0 ? kTileRows : 1, KT = kTileKeys;
     const int64_t d = t.head_dim, r0 = tile * RT;
     const Reg scale = V::broadcast(t.scale);
     const float* q[RT];
     for (int i = 0; i < RT; ++i) q[i] = q_row(t, r0 + i);
     const bool prefetch = tile < KT && j0 + 2 * W <= keys(t);
-    const float* next_key = k_block + (W + kg + tile) * d;
+    const KV* next_key = k_block + (W + kg + tile) * d;
     Reg acc[W];  // acc[i * KT + kk]: row r0 + i, key j0 + kg + kk
 #pragma GCC unroll 16
     for (int a = 0; a < W; ++a) acc[a] = V::zero();
     for (int64_t c = 0; c < d; c += W) {
       Reg kv[KT];
 #pragma GCC unroll 4
-      for (int kk = 0; kk < KT; ++kk) kv[kk] = V::load(k_block + (kg + kk) * d + c);
+      for (int kk = 0; kk < KT; ++kk) kv[kk] = load_kv(k_block + (kg + kk) * d + c);
       if (prefetch) __builtin_prefetch(next_key + c);
 #pragma GCC unroll 4
       for (int i = 0; i < RT; ++i) {
@@ -177,7 +201,7 @@ struct HeadGroupAttention {
 
   // Rows from r_begin one at a time; q_r stays in R registers: one load per FMA instead of two.
   template <int R>
-  static void score_rows(const HeadGroupTask& t, const float* k_block, int64_t j0, int64_t r_begin) {
+  static void score_rows(const HeadGroupTask& t, const KV* k_block, int64_t j0, int64_t r_begin) {
     const Reg scale = V::broadcast(t.scale);
     for (int64_t r = r_begin; r < rows(t); ++r) {
       const float* q = q_row(t, r);
@@ -192,7 +216,7 @@ struct HeadGroupAttention {
       for (int c = 0; c < R; ++c) {
 #pragma GCC unroll 16
         for (int jj = 0; jj < W; ++jj) {
-          acc[jj] = V::fmadd(qv[c], V::load(k_block + (jj * R + c) * W), acc[jj]);
+          acc[jj] = V::fmadd(qv[c], load_kv(k_block + (jj * R + c) * W), acc[jj]);
         }
       }
       V::store(t.scores + r * t.scores_stride + j0, V::mul(V::sum_each(acc), scale));
@@ -200,7 +224,7 @@ struct HeadGroupAttention {
   }
 
   // Any head_dim: q_r is reloaded chunk by chunk, the W key rows walked column-wise.
-  static void score_block_by_columns(const HeadGroupTask& t, const float* k_block, int64_t j0) {
+  static void score_block_by_columns(const HeadGroupTask& t, const KV* k_block, int64_t j0) {
     const int64_t d = t.head_dim;
     const Reg scale = V::broadcast(t.scale);
     for (int64_t r = 0; r < rows(t); ++r) {
@@ -212,7 +236,7 @@ struct HeadGroupAttention {
         const Reg qc = V::load(q + c);
 #pragma GCC unroll 16
         for (int jj = 0; jj < W; ++jj) {
-          acc[jj] = V::fmadd(qc, V::load(k_block + jj * d + c), acc[jj]);
+          acc[jj] = V::fmadd(qc, load_kv(k_block + jj * d + c), acc[jj]);
         }
       }
       V::store(t.scores + r * t.scores_stride + j0, V::mul(V::sum_each(acc), scale));
@@ -269,10 +293,10 @@ struct HeadGroupAttention {
     const int64_t pf_end = spread ? (row_block < CH ? row_block + 1 : 0) : (r0 == 0 ? CH : 0);
     const int64_t prefetch_end = keys(t) - kKeyBlock;
     for (int64_t j = j_begin; j < j_end; ++j) {
-      const float* v_row = t.v + j * t.head_dim + c0;
+      const KV* v_row = values_of(t) + j * t.head_dim + c0;
       Reg v[CH];
 #pragma GCC unroll 8
-      for (int c = 0; c < CH; ++c) v[c] = V::load(v_row + c * W);
+      for (int c = 0; c < CH; ++c) v[c] = load_kv(v_row + c * W);
       if (j < prefetch_end) {
         for (int64_t c = pf_begin; c < pf_end; ++c) __builtin_prefetch(v_row + kKeyBlock * t.head_dim + c * W);
       }

@@ -5,6 +5,8 @@
 #pragma once
 #include <immintrin.h>
 
+#include <cstdint>
+
 namespace dspark::kernels {
 namespace {
 
@@ -15,6 +17,11 @@ struct Avx2 {
   static constexpr int kAccumulators = 8;
   static Reg zero() { return _mm256_setzero_ps(); }
   static Reg load(const float* p) { return _mm256_loadu_ps(p); }
+  // 8 bf16 (uint16_t bits) widened exactly: each becomes the upper half of an f32.
+  static Reg load_bf16(const uint16_t* p) {
+    const __m128i bits = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(bits), 16));
+  }
   static void store(float* p, Reg v) { _mm256_storeu_ps(p, v); }
   static Reg broadcast(float x) { return _mm256_set1_ps(x); }
   static Reg add(Reg a, Reg b) { return _mm256_add_ps(a, b); }

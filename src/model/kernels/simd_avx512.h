@@ -6,6 +6,8 @@
 #pragma once
 #include <immintrin.h>
 
+#include <cstdint>
+
 namespace dspark::kernels {
 namespace {
 
@@ -16,6 +18,11 @@ struct Avx512 {
   static constexpr int kAccumulators = 16;
   static Reg zero() { return _mm512_setzero_ps(); }
   static Reg load(const float* p) { return _mm512_loadu_ps(p); }
+  // 16 bf16 (uint16_t bits) widened exactly: each becomes the upper half of an f32.
+  static Reg load_bf16(const uint16_t* p) {
+    const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(bits), 16));
+  }
   static void store(float* p, Reg v) { _mm512_storeu_ps(p, v); }
   static Reg broadcast(float x) { return _mm512_set1_ps(x); }
   static Reg add(Reg a, Reg b) { return _mm512_add_ps(a, b); }

@@ -3,6 +3,9 @@
 #pragma once
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+
+#include "model/kernels/bf16.h"
 
 namespace dspark::kernels {
 namespace {
@@ -14,6 +17,7 @@ struct Scalar {
   static constexpr int kAccumulators = 8;
   static Reg zero() { return 0.0f; }
   static Reg load(const float* p) { return *p; }
+  static Reg load_bf16(const uint16_t* p) { return bf16_to_f32(*p); }
   static void store(float* p, Reg v) { *p = v; }
   static Reg broadcast(float x) { return x; }
   static Reg add(Reg a, Reg b) { return a + b; }

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "model/kernels/attention_small.h"
+#include "model/kernels/bf16.h"
 #include "model/kernels/cpu_isa.h"
 #include "model/kernels/kernel_test_util.h"
 
@@ -41,7 +42,37 @@ struct Data {
   std::vector<float> q;               // [n_tokens, n_heads, head_dim]
   std::vector<std::vector<float>> k;  // per seq [n_kv_heads, capacity, head_dim]
   std::vector<std::vector<float>> v;
+  // The same keys and values in a bf16 cache (make_bf16_cache); k and v then hold their values.
+  std::vector<std::vector<uint16_t>> k16, v16;
 };
+
+float round_bf16(float x) { return bf16_to_f32(f32_to_bf16(x)); }
+
+// Rounds the keys and values to bf16, keeping both the bits (k16, v16) and their values (k, v).
+Data make_bf16_cache(Data d) {
+  for (auto* side : {&d.k, &d.v}) {
+    auto& bits = side == &d.k ? d.k16 : d.v16;
+    for (std::vector<float>& seq : *side) {
+      bits.emplace_back();
+      for (float& x : seq) {
+        bits.back().push_back(f32_to_bf16(x));
+        x = round_bf16(x);
+      }
+    }
+  }
+  return d;
+}
+
+// How the variant under test computes over a bf16 cache: with vdpbf16ps, q and the probabilities
+// are rounded to bf16 too (attention_small.h), and the reference rounds them alike.
+struct Rounding {
+  bool q = false, p = false;
+};
+
+Rounding rounding_of(Isa isa, int64_t head_dim, KvDtype kv) {
+  const bool dot = kv == KvDtype::kBF16 && isa >= Isa::kAvx512Bf16 && head_dim % 32 == 0;
+  return {dot, dot};
+}
 
 Data make_data(const Case& c, uint32_t seed) {
   Data d;
@@ -63,7 +94,7 @@ Data make_data(const Case& c, uint32_t seed) {
 float scale_of(const Case& c) { return 1.0f / std::sqrt(static_cast<float>(c.head_dim)); }
 
 // NaN where no sequence writes, so untouched rows can be told apart.
-std::vector<double> reference(const Case& c, const Data& d) {
+std::vector<double> reference(const Case& c, const Data& d, Rounding rounding = {}) {
   const int64_t hd = c.head_dim, group = c.n_heads / c.n_kv_heads;
   std::vector<double> out(c.n_tokens * c.n_heads * hd, std::nan(""));
   for (size_t s = 0; s < c.seqs.size(); ++s) {
@@ -79,11 +110,15 @@ std::vector<double> reference(const Case& c, const Data& d) {
         double max = -1e300, sum = 0;
         for (int64_t j = 0; j < visible; ++j) {
           double dot = 0;
-          for (int64_t e = 0; e < hd; ++e) dot += double{q[e]} * k[j * hd + e];
+          for (int64_t e = 0; e < hd; ++e) dot += double{rounding.q ? round_bf16(q[e]) : q[e]} * k[j * hd + e];
           p[j] = dot * scale_of(c);
           max = std::max(max, p[j]);
         }
-        for (double& x : p) sum += (x = std::exp(x - max));
+        for (double& x : p) {
+          x = std::exp(x - max);
+          if (rounding.p) x = round_bf16(static_cast<float>(x));
+          sum += x;
+        }
         for (int64_t e = 0; e < hd; ++e) {
           double acc = 0;
           for (int64_t j = 0; j < visible; ++j) acc += p[j] * v[j * hd + e];
@@ -96,21 +131,23 @@ std::vector<double> reference(const Case& c, const Data& d) {
 }
 
 // q defaults to d.q in its packed layout; a test may pass the same rows at a wider stride.
+// Reads the bf16 cache (k16, v16) when the data has one.
 std::vector<float> run(const Case& c, const Data& d, const float* q = nullptr, int64_t q_row_stride = 0) {
+  const bool bf16 = !d.k16.empty();
   std::vector<AttentionSeq> seqs;
   for (size_t s = 0; s < c.seqs.size(); ++s) {
-    seqs.push_back(
-        {d.k[s].data(), d.v[s].data(), c.seqs[s].n_past, c.seqs[s].token_begin, c.seqs[s].n_new,
-         c.seqs[s].causal});
+    const void* k = bf16 ? static_cast<const void*>(d.k16[s].data()) : d.k[s].data();
+    const void* v = bf16 ? static_cast<const void*>(d.v16[s].data()) : d.v[s].data();
+    seqs.push_back({k, v, c.seqs[s].n_past, c.seqs[s].token_begin, c.seqs[s].n_new, c.seqs[s].causal});
   }
   std::vector<float> out(d.q.size(), std::nanf(""));
   attention_small(q != nullptr ? q : d.q.data(), q != nullptr ? q_row_stride : c.n_heads * c.head_dim,
                   seqs.data(), static_cast<int64_t>(seqs.size()), c.n_heads, c.n_kv_heads, c.head_dim,
-                  c.capacity, scale_of(c), out.data());
+                  c.capacity, scale_of(c), out.data(), bf16 ? KvDtype::kBF16 : KvDtype::kF32);
   return out;
 }
 
-void expect_matches(const std::vector<float>& got, const std::vector<double>& want) {
+void expect_matches(const std::vector<float>& got, const std::vector<double>& want, double tolerance = kTolerance) {
   double worst = 0;
   size_t bad_untouched = 0;
   for (size_t i = 0; i < want.size(); ++i) {
@@ -121,7 +158,7 @@ void expect_matches(const std::vector<float>& got, const std::vector<double>& wa
     const double err = std::fabs(got[i] - want[i]);
     worst = std::max(worst, std::isnan(err) ? 1e30 : err);
   }
-  EXPECT_LT(worst, kTolerance);
+  EXPECT_LT(worst, tolerance);
   EXPECT_EQ(bad_untouched, 0u) << "wrote rows that belong to no sequence";
 }
 
@@ -132,15 +169,18 @@ std::vector<SeqSpec> ragged() {
   return {{0, 0, 3}, {37, 4, 1}, {300, 5, 8}, {15, 13, 1}, {61, 14, 16}};
 }
 
-void check_all_isas(const Case& c, uint32_t seed) {
+// Over a bf16 cache every variant is held to the same tolerance against a reference on the cache's
+// (rounded) values, rounding q and the probabilities where the variant does: what remains is f32
+// against double, and the odd probability whose f32 value sits on a bf16 rounding boundary.
+void check_all_isas(const Case& c, uint32_t seed, KvDtype kv = KvDtype::kF32) {
   DispatchGuard guard;
-  const Data d = make_data(c, seed);
-  const std::vector<double> want = reference(c, d);
+  const Data d = kv == KvDtype::kBF16 ? make_bf16_cache(make_data(c, seed)) : make_data(c, seed);
   for (Isa isa : available_isas()) {
     set_isa(isa);
     SCOPED_TRACE(std::string("isa=") + isa_name(isa) + " heads=" + std::to_string(c.n_heads) + "/" +
-                 std::to_string(c.n_kv_heads) + " head_dim=" + std::to_string(c.head_dim));
-    expect_matches(run(c, d), want);
+                 std::to_string(c.n_kv_heads) + " head_dim=" + std::to_string(c.head_dim) +
+                 (kv == KvDtype::kBF16 ? " bf16 cache" : ""));
+    expect_matches(run(c, d), reference(c, d, rounding_of(isa, c.head_dim, kv)));
   }
 }
 
@@ -225,6 +265,56 @@ TEST(AttentionSmall, QRowsReadAtAWiderStride) {
     const std::vector<float> packed = run(c, d);
     const std::vector<float> strided = run(c, d, wide.data(), stride);
     for (size_t e = 0; e < packed.size(); ++e) ASSERT_EQ(strided[e], packed[e]) << "element " << e;
+  }
+}
+
+TEST(AttentionSmall, Bf16CacheRaggedBatchesAcrossHeadSizesAndGqaRatios) {
+  uint32_t seed = 1001;
+  for (int64_t head_dim : {128, 64, 32, 16, 80, 24}) {
+    for (auto [n_heads, n_kv_heads] : {std::pair{4, 4}, {8, 2}}) {
+      check_all_isas({n_heads, n_kv_heads, head_dim, 400, 30, ragged(), 3.0f}, seed += 100, KvDtype::kBF16);
+    }
+  }
+}
+
+TEST(AttentionSmall, Bf16CacheNonCausalBlocksAndLongContexts) {
+  const std::vector<SeqSpec> blocks = {{256, 0, 7, false}, {37, 7, 8, true}, {0, 15, 7, false}, {101, 22, 1, false}};
+  check_all_isas({4, 2, 128, 400, 23, blocks, 3.0f}, 77, KvDtype::kBF16);
+  check_all_isas({16, 8, 128, 1100, 1, {{1024, 0, 1}}, 3.0f}, 78, KvDtype::kBF16);
+  check_all_isas({16, 8, 128, 1100, 8, {{1001, 0, 8}}, 3.0f}, 79, KvDtype::kBF16);
+}
+
+// The bf16 cache's outputs, like the f32 cache's, may not depend on what else shares the call: a
+// verified token gets bitwise what it gets decoded alone.
+TEST(AttentionSmall, Bf16CacheTokenOutputIndependentOfBatching) {
+  DispatchGuard guard;
+  const Case batched{16, 8, 128, 400, 13, {{290, 0, 8}, {37, 8, 5}}, 3.0f};
+  const Data d = make_bf16_cache(make_data(batched, 22));
+  for (Isa isa : available_isas()) {
+    set_isa(isa);
+    SCOPED_TRACE(isa_name(isa));
+    const std::vector<float> together = run(batched, d);
+    const int64_t token_size = batched.n_heads * batched.head_dim;
+    for (size_t s = 0; s < batched.seqs.size(); ++s) {
+      const SeqSpec seq = batched.seqs[s];
+      for (int64_t i = 0; i < seq.n_new; ++i) {
+        Case alone = batched;
+        alone.n_tokens = 1;
+        alone.seqs = {{seq.n_past + i, 0, 1}};
+        Data d_alone;
+        const float* q = d.q.data() + (seq.token_begin + i) * token_size;
+        d_alone.q.assign(q, q + token_size);
+        d_alone.k = {d.k[s]};
+        d_alone.v = {d.v[s]};
+        d_alone.k16 = {d.k16[s]};
+        d_alone.v16 = {d.v16[s]};
+        const std::vector<float> single = run(alone, d_alone);
+        const float* row = together.data() + (seq.token_begin + i) * token_size;
+        for (int64_t e = 0; e < token_size; ++e) {
+          ASSERT_EQ(single[e], row[e]) << "seq " << s << " token " << i << " element " << e;
+        }
+      }
+    }
   }
 }
 
