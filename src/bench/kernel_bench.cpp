@@ -36,7 +36,7 @@ double time_linears(const model::Transformer& model, const LinearInputs& x) {
 }
 
 // Every layer's attention of n_new tokens after `context` cached positions; keys/values[l] is the
-// cache layer l reads ([n_kv_heads, capacity, head_dim] of slot 0).
+// cache layer l reads (slot 0 of the cache's storage, kv_cache.h).
 double time_attention(const model::ModelConfig& c, const torch::Tensor& q, int64_t n_new, int64_t context,
                       int64_t capacity, const std::vector<torch::Tensor>& keys, const std::vector<torch::Tensor>& values) {
   const kernels::KvDtype kv_dtype =
@@ -68,10 +68,10 @@ KernelBenchResult run_kernel_bench(const model::Transformer& model, const Kernel
   at::Generator gen = at::detail::createCPUGenerator(o.seed);
   int64_t max_b = 1;
   for (int64_t b : o.batch_sizes) max_b = std::max(max_b, b);
-  const int64_t capacity = o.context + max_b;
 
   // The model's cache, filled with random keys and values: a step's attention streams it.
-  model::KvCache cache = model.make_cache(1, capacity);
+  model::KvCache cache = model.make_cache(1, o.context + max_b);
+  const int64_t capacity = cache.capacity();  // a bf16 cache rounds it up to whole key blocks
   std::vector<torch::Tensor> keys, values, hot_keys, hot_values;
   for (int64_t l = 0; l < c.n_layers; ++l) {
     cache.keys(l).uniform_(-1, 1, gen);

@@ -15,7 +15,13 @@ namespace dspark::model {
 // The cache's element type. bf16 halves what every step streams (and the cache's memory); keys and
 // values are rounded to it once, when written, and attention reads them as they are
 // (kernels/attention_small.h). f32 keeps them exactly as computed.
+//
+// A bf16 cache also stores its keys key-blocked: each run of kKeyBlock positions as
+// [head_dim / 2][kKeyBlock][2], so one 512-bit register holds the same pair of elements of 16 keys
+// and attention's scores are 16 keys per vdpbf16ps with no horizontal sums. Its capacity is
+// rounded up to whole blocks. Values, and every f32 tensor, are [position][head_dim].
 enum class KvCacheDType { kF32, kBF16 };
+constexpr int64_t kKeyBlock = 16;
 const char* kv_cache_dtype_name(KvCacheDType dtype);  // "f32", "bf16"
 torch::ScalarType kv_cache_scalar_type(KvCacheDType dtype);
 
@@ -51,9 +57,19 @@ class KvCache {
   // Makes `dst` a copy of `src`'s committed positions (shared prompt prefix for several samples).
   void copy_slot(int64_t src, int64_t dst);
 
-  // [n_slots, n_kv_heads, capacity, head_dim] of dtype()
+  // The storage: values [n_slots, n_kv_heads, capacity, head_dim] of dtype(); keys the same for
+  // f32, and [n_slots, n_kv_heads, capacity / kKeyBlock, head_dim / 2, kKeyBlock, 2] for bf16.
+  // Tensor code reads and writes through read_keys / read_values / write instead.
   torch::Tensor& keys(int64_t layer) { return keys_[layer]; }
   torch::Tensor& values(int64_t layer) { return values_[layer]; }
+
+  // Positions [0, n) of `slot`: [n_kv_heads, n, head_dim] in the cache's dtype (a copy for bf16 keys).
+  torch::Tensor read_keys(int64_t layer, int64_t slot, int64_t n) const;
+  torch::Tensor read_values(int64_t layer, int64_t slot, int64_t n) const;
+  // Stores token t's keys/values [n_tokens, n_kv_heads, head_dim] (any float dtype; rounded to the
+  // cache's) at slots[t], positions[t] (both [n_tokens] int64).
+  void write(int64_t layer, const torch::Tensor& slots, const torch::Tensor& positions, const torch::Tensor& k,
+             const torch::Tensor& v);
 
  private:
   void check_slot(int64_t slot) const;

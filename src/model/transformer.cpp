@@ -292,8 +292,8 @@ torch::Tensor Transformer::attention(const torch::Tensor& q, KvCache& cache, int
       torch::Tensor qs = q.narrow(0, token_begin, seq.n_new)
                              .view({seq.n_new, c.n_kv_heads, group, c.head_dim})
                              .permute({1, 2, 0, 3});                                   // [kv, g, new, d]
-      torch::Tensor k = keys[seq.slot].narrow(1, 0, n_total).unsqueeze(1).to(q.scalar_type());  // [kv, 1, total, d]
-      torch::Tensor v = values[seq.slot].narrow(1, 0, n_total).unsqueeze(1).to(q.scalar_type());
+      torch::Tensor k = cache.read_keys(layer, seq.slot, n_total).unsqueeze(1).to(q.scalar_type());  // [kv, 1, total, d]
+      torch::Tensor v = cache.read_values(layer, seq.slot, n_total).unsqueeze(1).to(q.scalar_type());
       torch::Tensor scores = torch::matmul(qs, k.transpose(-1, -2)) * scale;          // [kv, g, new, total]
       torch::Tensor key_pos = torch::arange(n_total, q.options().dtype(torch::kLong));
       torch::Tensor query_pos = torch::arange(n_past[s], n_total, q.options().dtype(torch::kLong));
@@ -389,11 +389,7 @@ torch::Tensor Transformer::layer_forward(int64_t l, const torch::Tensor& x, cons
                                          const std::vector<int64_t>& n_past, const torch::Tensor& write_slots,
                                          const torch::Tensor& write_positions) const {
   auto [q, k, v] = attention_inputs(layers_[l], config_, x, cos, sin);
-  // Advanced indices around a full slice put the token dimension first: the indexed view is
-  // [n_tokens, n_kv_heads, head_dim], matching k and v.
-  using torch::indexing::Slice;
-  cache.keys(l).index_put_({write_slots, Slice(), write_positions}, k.to(cache.keys(l).scalar_type()));
-  cache.values(l).index_put_({write_slots, Slice(), write_positions}, v.to(cache.values(l).scalar_type()));
+  cache.write(l, write_slots, write_positions, k, v);
   return layer_output(layers_[l], config_, x, attention(q, cache, l, batch, n_past));
 }
 
@@ -411,9 +407,13 @@ void write_kv_rows(KvCache& cache, int64_t l, int64_t slot, int64_t first_positi
       const float* v = values + i * row_stride + g * hd;
       if (bf16) {
         // Rounded as torch's conversion rounds (nearest even), so this path and the tensor-ops
-        // path store the same bits.
+        // path store the same bits. Keys go to their block (kv_cache.h): element e of position p
+        // at block p / 16, pair e / 2, lane p % 16.
+        const int64_t position = first_position + i;
+        const int64_t block = ((slot * shape.n_kv_heads + g) * shape.capacity + position / kKeyBlock * kKeyBlock) * hd;
+        uint16_t* k_block = static_cast<uint16_t*>(k_cache) + block + (position % kKeyBlock) * 2;
         for (int64_t e = 0; e < hd; ++e) {
-          static_cast<uint16_t*>(k_cache)[dst + e] = kernels::f32_to_bf16(k[e]);
+          k_block[(e / 2) * 2 * kKeyBlock + e % 2] = kernels::f32_to_bf16(k[e]);
           static_cast<uint16_t*>(v_cache)[dst + e] = kernels::f32_to_bf16(v[e]);
         }
       } else {

@@ -53,6 +53,27 @@ TEST(KvCacheDType, Bf16CacheHoldsHalfTheBytesInBf16Tensors) {
   EXPECT_EQ(2 * cache.keys(0).nbytes(), f32.keys(0).nbytes());
 }
 
+// The two ways keys and values get into a bf16 cache, the rows path's write_kv_rows and tensor
+// code's KvCache::write, store the same bits (keys in their key blocks), and read_keys /
+// read_values give back the values rounded to bf16 in [kv, position, head_dim] order. Positions
+// 5..36 straddle two key-block boundaries.
+TEST(KvCacheDType, Bf16WritesOfBothPathsAgreeAndReadBack) {
+  const KvCacheShape shape{1, 2, 40, 3, 64};  // 1 layer, 2 slots, capacity 40 (-> 48), 3 kv heads, head_dim 64
+  KvCache by_rows(shape, torch::kCPU, KvCacheDType::kBF16), by_tensors(shape, torch::kCPU, KvCacheDType::kBF16);
+  EXPECT_EQ(by_rows.capacity(), 48);
+  const int64_t n = 32, first = 5, slot = 1;
+  const torch::Tensor k = torch::randn({n, shape.n_kv_heads, shape.head_dim}, torch::TensorOptions().dtype(torch::kFloat32));
+  const torch::Tensor v = torch::randn({n, shape.n_kv_heads, shape.head_dim});
+  write_kv_rows(by_rows, 0, slot, first, n, k.data_ptr<float>(), v.data_ptr<float>(), shape.n_kv_heads * shape.head_dim);
+  by_tensors.write(0, torch::full({n}, slot, torch::kLong), torch::arange(first, first + n), k, v);
+  EXPECT_TRUE(torch::equal(by_rows.keys(0), by_tensors.keys(0)));
+  EXPECT_TRUE(torch::equal(by_rows.values(0), by_tensors.values(0)));
+  const torch::Tensor keys = by_rows.read_keys(0, slot, first + n).narrow(1, first, n);  // [kv, n, hd]
+  const torch::Tensor values = by_rows.read_values(0, slot, first + n).narrow(1, first, n);
+  EXPECT_TRUE(torch::equal(keys, k.to(torch::kBFloat16).permute({1, 0, 2})));
+  EXPECT_TRUE(torch::equal(values, v.to(torch::kBFloat16).permute({1, 0, 2})));
+}
+
 // Decoding the 8 drafts one at a time gives each bitwise the logits the 8-token verify step gave
 // it: what greedy speculative decoding's equality with autoregressive decoding rests on.
 TEST(KvCacheDType, Bf16CacheVerifyEqualsTokenByTokenDecodeBitwise) {

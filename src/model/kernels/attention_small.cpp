@@ -74,7 +74,7 @@ HeadGroupTask make_task(const float* q, float* out, const AttentionSeq& seq, int
   t.scores = scratch->data();
   t.scores_stride = stride;
   t.inv_sums = scratch->data() + rows * stride;
-  t.key_tail = t.inv_sums + rows;
+  t.key_tail = t.inv_sums + rows;  // kScoresAlignment * head_dim floats
   const uintptr_t after_tail = reinterpret_cast<uintptr_t>(t.inv_sums + rows + kScoresAlignment * s.head_dim);
   t.bf16_scratch = reinterpret_cast<void*>((after_tail + 63) / 64 * 64);
   t.q_offsets = offsets_scratch->data();
@@ -93,6 +93,8 @@ void attention_small(const float* q, int64_t q_row_stride, const AttentionSeq* s
     DSPARK_ASSERT(seqs[i].n_past >= 0 && seqs[i].n_new >= 0 && seqs[i].token_begin >= 0);
     DSPARK_ASSERT(seqs[i].n_past + seqs[i].n_new <= capacity);
   }
+  // A bf16 cache's keys come in whole blocks of 16 positions of head_dim / 2 pairs (kv_cache.h).
+  DSPARK_ASSERT(kv_dtype == KvDtype::kF32 || (capacity % 16 == 0 && head_dim % 2 == 0));
   const HeadGroupKernel kernel = select_kernel(current_isa(), head_dim, kv_dtype);
   const Shape shape{q_row_stride, n_heads, n_kv_heads, head_dim, capacity, scale, kv_dtype};
   const int64_t tasks = n_seqs * n_kv_heads;

@@ -19,7 +19,9 @@ namespace dspark::kernels {
 enum class KvDtype { kF32, kBF16 };
 
 struct AttentionSeq {
-  const void* k;        // [n_kv_heads, capacity, head_dim] of KvDtype: positions 0 .. n_past+n_new-1 written
+  const void* k;        // [n_kv_heads, capacity, head_dim] of KvDtype: positions 0 .. n_past+n_new-1 written;
+                        // bf16 keys key-blocked, [n_kv_heads, capacity / 16, head_dim / 2, 16, 2]
+                        // (model/kv_cache.h), capacity then a multiple of 16
   const void* v;        // [n_kv_heads, capacity, head_dim] of KvDtype
   int64_t n_past;       // cached positions before this step's new tokens
   int64_t token_begin;  // index of this sequence's first new token in the flattened q/out rows

@@ -2,9 +2,11 @@
 // products on vdpbf16ps, which multiplies 32 bf16 pairs exactly and adds them pairwise into 16 f32
 // lanes, one instruction for what the f32 path does in two FMAs on twice the bytes.
 //
-// - Scores: q is rounded to bf16 once per task; q . k accumulates 32 elements per instruction,
-//   lane i holding elements 2i and 2i+1 of each 32-element chunk, reduced by sum_each as the f32
-//   path does.
+// - Scores: q is rounded to bf16 once per task. The cache keeps keys key-blocked (16 keys' pair p
+//   in one register, model/kv_cache.h), so each instruction adds one pair of q's elements times
+//   the same pair of 16 keys into 16 lanes, one per key: the scores come out whole, with none of
+//   the horizontal sums a [key][head_dim] layout needs (about as many vector operations as the
+//   dot products themselves at head_dim 128).
 // - Softmax in f32 on the scores; each probability is then rounded to bf16, and the row's sum is
 //   taken over the rounded values, so the weights the values are summed with add up to one.
 // - Values: vdpbf16ps pairs two keys, so value rows j and j+1 are interleaved in registers
@@ -62,67 +64,71 @@ __m512 dot_pairs(__m512 acc, __m512i a, __m512i b) {
   return _mm512_dpbf16_ps(acc, (__m512bh)a, (__m512bh)b);
 }
 
-// Scores of rows r0 .. r0+RT against keys j0+kg .. j0+kg+W/RT: RT x W/RT accumulators fill the
-// 16 registers one sum_each reduces (acc[i * KT + kk]: row r0+i, key kg+kk). A call with
-// prefetch_keys > 0 also asks for that many keys of the next block (from key kg + pf_first
-// there), a line per chunk, so the cache streams in while the arithmetic runs.
+int32_t pair_at(const uint16_t* row, int64_t p) {
+  int32_t pair;
+  std::memcpy(&pair, row + 2 * p, sizeof pair);
+  return pair;
+}
+
+// Scores of rows r0 .. r0+RT against the 16 keys of the block at j0. The cache holds keys
+// key-blocked (model/kv_cache.h): register p holds pair p of all 16 keys, so multiplying it by row
+// r's pair p broadcast adds that pair's products to all 16 scores at once, each in its own lane;
+// no horizontal sums. Each row runs two chains (even and odd pairs, added at the end) whatever RT
+// is, so a row's scores are the same bits in any tile. With `prefetch` the tile also asks for the
+// next block, two lines per step, while the arithmetic runs.
 template <int RT>
-void score_tile(const HeadGroupTask& t, const Buffers& b, const uint16_t* k_block, int64_t j0, int kg, int64_t r0,
-                int pf_first, int pf_keys) {
-  constexpr int KT = W / RT;
-  const int64_t d = t.head_dim;
-  const uint16_t* next = k_block + (W + kg + pf_first) * d;
-  __m512 acc[W];
-#pragma GCC unroll 16
-  for (int a = 0; a < W; ++a) acc[a] = _mm512_setzero_ps();
-  for (int64_t c = 0; c < d; c += kChunk) {
-    __m512i k[KT];
-#pragma GCC unroll 16
-    for (int kk = 0; kk < KT; ++kk) k[kk] = _mm512_loadu_si512(k_block + (kg + kk) * d + c);
-    for (int kk = 0; kk < pf_keys; ++kk) __builtin_prefetch(next + kk * d + c);
-#pragma GCC unroll 4
-    for (int i = 0; i < RT; ++i) {
-      const __m512i q = _mm512_loadu_si512(b.q + (r0 + i) * d + c);
-#pragma GCC unroll 16
-      for (int kk = 0; kk < KT; ++kk) acc[i * KT + kk] = dot_pairs(acc[i * KT + kk], q, k[kk]);
-    }
-  }
-  float sums[W];
-  _mm512_storeu_ps(sums, _mm512_mul_ps(Avx512::sum_each(acc), _mm512_set1_ps(t.scale)));
+void score_tile(const HeadGroupTask& t, const Buffers& b, const uint16_t* k_block, int64_t j0, int64_t r0,
+                bool prefetch) {
+  const int64_t pairs = t.head_dim / 2;
+  const uint16_t* q[RT];
+  __m512 even[RT], odd[RT];
+#pragma GCC unroll 8
   for (int i = 0; i < RT; ++i) {
-    std::memcpy(t.scores + (r0 + i) * t.scores_stride + j0 + kg, sums + i * KT, KT * sizeof(float));
+    q[i] = b.q + (r0 + i) * t.head_dim;
+    even[i] = _mm512_setzero_ps();
+    odd[i] = _mm512_setzero_ps();
   }
-}
-
-// W keys from k_block (key j0 first) against every row: 4-row tiles, then the rest one by one.
-// The next block's keys are asked for spread evenly over the first row tile of each key group
-// (1 key each) or, with no 4-row tile, all by the first single row.
-void score_block(const HeadGroupTask& t, const Buffers& b, const uint16_t* k_block, int64_t j0) {
-  const int64_t tiled = rows_of(t) / 4 * 4;
-  const bool prefetch = j0 + 2 * W <= keys_of(t);
-  for (int kg = 0; kg < W; kg += W / 4) {
-    for (int64_t r0 = 0; r0 < tiled; r0 += 4) {
-      score_tile<4>(t, b, k_block, j0, kg, r0, 0, prefetch && r0 == 0 ? W / 4 : 0);
+  const uint16_t* next = k_block + W * t.head_dim;
+  for (int64_t p = 0; p < pairs; p += 2) {
+    const __m512i k0 = _mm512_loadu_si512(k_block + p * kChunk);
+    const __m512i k1 = _mm512_loadu_si512(k_block + (p + 1) * kChunk);
+    if (prefetch) {
+      __builtin_prefetch(next + p * kChunk);
+      __builtin_prefetch(next + (p + 1) * kChunk);
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < RT; ++i) {
+      even[i] = dot_pairs(even[i], k0, _mm512_set1_epi32(pair_at(q[i], p)));
+      odd[i] = dot_pairs(odd[i], k1, _mm512_set1_epi32(pair_at(q[i], p + 1)));
     }
   }
-  for (int64_t r = tiled; r < rows_of(t); ++r) {
-    score_tile<1>(t, b, k_block, j0, 0, r, 0, prefetch && tiled == 0 && r == 0 ? W : 0);
+  const __m512 scale = _mm512_set1_ps(t.scale);
+#pragma GCC unroll 8
+  for (int i = 0; i < RT; ++i) {
+    _mm512_storeu_ps(t.scores + (r0 + i) * t.scores_stride + j0, _mm512_mul_ps(_mm512_add_ps(even[i], odd[i]), scale));
   }
 }
 
+// Every row against every key block: 8-row tiles, then 4, 2 and 1. The last block is scored
+// whole (the cache is allocated in whole blocks); the softmax hides its keys past the end.
 void compute_scores(const HeadGroupTask& t, const Buffers& b) {
-  const int64_t d = t.head_dim;
   const uint16_t* k = static_cast<const uint16_t*>(t.k);
-  const int64_t full_end = keys_of(t) / W * W;
-  for (int64_t j0 = 0; j0 < full_end; j0 += W) score_block(t, b, k + j0 * d, j0);
-  if (full_end == keys_of(t)) return;
-  // The last keys, zero-padded to W, take the same path: a key's score never depends on where the
-  // cache ends.
-  uint16_t* tail = static_cast<uint16_t*>(t.key_tail);
-  const int64_t present = keys_of(t) - full_end;
-  std::memcpy(tail, k + full_end * d, present * d * sizeof(uint16_t));
-  std::memset(tail + present * d, 0, (W - present) * d * sizeof(uint16_t));
-  score_block(t, b, tail, full_end);
+  const int64_t rows = rows_of(t);
+  for (int64_t j0 = 0; j0 < keys_of(t); j0 += W) {
+    const uint16_t* k_block = k + j0 * t.head_dim;
+    const bool prefetch = j0 + W < keys_of(t);
+    int64_t r = 0;
+    for (; r + 8 <= rows; r += 8) score_tile<8>(t, b, k_block, j0, r, prefetch && r == 0);
+    if (r + 4 <= rows) {
+      score_tile<4>(t, b, k_block, j0, r, prefetch && r == 0);
+      r += 4;
+    }
+    if (r + 2 <= rows) {
+      score_tile<2>(t, b, k_block, j0, r, prefetch && r == 0);
+      r += 2;
+    }
+    if (r < rows) score_tile<1>(t, b, k_block, j0, r, prefetch && r == 0);
+  }
 }
 
 // Probabilities exp(s - max) rounded to bf16 into b.p (hidden keys and the padding exactly 0);

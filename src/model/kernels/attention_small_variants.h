@@ -9,6 +9,8 @@
 #include <cstring>
 #include <type_traits>
 
+#include "model/kernels/bf16.h"
+
 namespace dspark::kernels::attention_small_detail {
 
 // Rows of a task: row r is new token r / group of the sequence, query head r % group of the kv
@@ -22,15 +24,16 @@ struct HeadGroupTask {
   int64_t n_new;
   int64_t n_past;
   bool causal;     // false: every row sees all n_past + n_new keys
-  const void* k;   // [n_past + n_new, head_dim] of this kv head: float, or bf16 as uint16_t
-  const void* v;   // [n_past + n_new, head_dim]
+  const void* k;   // this kv head's keys: float [positions, head_dim], or bf16 (uint16_t) key-blocked
+                   // [positions / 16][head_dim / 2][16][2] (model/kv_cache.h)
+  const void* v;   // [positions, head_dim], float or bf16
   int64_t head_dim;
   float scale;
   float* scores;          // scratch [group * n_new, scores_stride]
   int64_t scores_stride;  // n_past + n_new rounded up to kScoresAlignment
   float* inv_sums;        // scratch [group * n_new]
-  void* key_tail;         // scratch [kScoresAlignment, head_dim] of the cache's type: the last keys,
-                          // zero-padded
+  float* key_tail;        // scratch [kScoresAlignment, head_dim]: the last keys, zero-padded, or a
+                          // bf16 key block widened to f32 rows
   void* bf16_scratch;     // scratch for attend_avx512bf16 (bf16_scratch_bytes), else unused
   int64_t* q_offsets;     // scratch [group * n_new]: where row r starts in q
   int64_t* out_offsets;   // scratch [group * n_new]: where row r starts in out
@@ -120,24 +123,41 @@ struct HeadGroupAttention {
 
   // ---- scores[r, j] = scale * q_r . k_j, W keys at a time (reduced together by sum_each) ----
 
-  using ScoreBlock = void (*)(const HeadGroupTask& t, const KV* k_block, int64_t j0);
+  // Scores read f32 key rows: the f32 cache itself, or a bf16 key block widened into key_tail.
+  using ScoreBlock = void (*)(const HeadGroupTask& t, const float* k_block, int64_t j0);
 
   static void compute_scores(const HeadGroupTask& t) {
     const int64_t d = t.head_dim;
     ScoreBlock score_block = score_block_by_columns;
     with_row_regs(d / W, [&]<int R>() { score_block = score_block_by_rows<R>; });
-    const int64_t full_end = keys(t) / W * W;
-    const KV* k = keys_of(t);
-    for (int64_t j0 = 0; j0 < full_end; j0 += W) score_block(t, k + j0 * d, j0);
-    if (full_end == keys(t)) return;
-    // The last keys take the same path, zero-padded to W, so a key's score never depends on where
-    // the cache ends.
-    KV* tail = static_cast<KV*>(t.key_tail);
-    for (int64_t jj = 0; jj < W; ++jj) {
-      const bool present = full_end + jj < keys(t);
-      for (int64_t c = 0; c < d; ++c) tail[jj * d + c] = present ? k[(full_end + jj) * d + c] : KV{0};
+    if constexpr (std::is_same_v<KV, uint16_t>) {
+      // A bf16 cache's keys come in blocks of 16 (key-blocked, model/kv_cache.h): each is widened
+      // to 16 f32 rows, then scored W keys at a time. The last block's keys past the cache's end
+      // are scored too (the cache is allocated in whole blocks) and hidden by the softmax.
+      constexpr int64_t kBlock = kScoresAlignment;
+      for (int64_t j0 = 0; j0 < keys(t); j0 += kBlock) {
+        const uint16_t* block = keys_of(t) + j0 * d;
+        for (int64_t c = 0; c < d; ++c) {
+          for (int64_t jj = 0; jj < kBlock; ++jj) {
+            t.key_tail[jj * d + c] = bf16_to_f32(block[(c / 2) * 2 * kBlock + jj * 2 + c % 2]);
+          }
+        }
+        for (int64_t jj = 0; jj < kBlock; jj += W) score_block(t, t.key_tail + jj * d, j0 + jj);
+      }
+      return;
+    } else {
+      const int64_t full_end = keys(t) / W * W;
+      const float* k = keys_of(t);
+      for (int64_t j0 = 0; j0 < full_end; j0 += W) score_block(t, k + j0 * d, j0);
+      if (full_end == keys(t)) return;
+      // The last keys take the same path, zero-padded to W, so a key's score never depends on
+      // where the cache ends.
+      for (int64_t jj = 0; jj < W; ++jj) {
+        const bool present = full_end + jj < keys(t);
+        for (int64_t c = 0; c < d; ++c) t.key_tail[jj * d + c] = present ? k[(full_end + jj) * d + c] : 0.0f;
+      }
+      score_block(t, t.key_tail, full_end);
     }
-    score_block(t, tail, full_end);
   }
 
   // Rows kTileRows at a time through score_tile, the rest (all of a decode step's) through
@@ -145,7 +165,7 @@ struct HeadGroupAttention {
   // L1, and the keys stream in at an even pace, which lets the prefetches (see score_tile) keep
   // ahead of them.
   template <int R>
-  static void score_block_by_rows(const HeadGroupTask& t, const KV* k_block, int64_t j0) {
+  static void score_block_by_rows(const HeadGroupTask& t, const float* k_block, int64_t j0) {
     int64_t r = 0;
     if constexpr (kTileRows > 0) {
       const int64_t tiles = rows(t) / kTileRows;
@@ -169,21 +189,21 @@ struct HeadGroupAttention {
   // next block's keys arrive spread evenly over this block (measured, 28 layers, context 1024,
   // KV in DRAM, 8 tokens: 11.2-11.4 -> 10.3-10.9 ms with the value prefetches unchanged; a burst
   // of all of the next block's prefetches from the first row tile gave the former).
-  static void score_tile(const HeadGroupTask& t, const KV* k_block, int64_t j0, int kg, int64_t tile) {
+  static void score_tile(const HeadGroupTask& t, const float* k_block, int64_t j0, int kg, int64_t tile) {
     constexpr int RT = kTileRows > 0 ? kTileRows : 1, KT = kTileKeys;
     const int64_t d = t.head_dim, r0 = tile * RT;
     const Reg scale = V::broadcast(t.scale);
     const float* q[RT];
     for (int i = 0; i < RT; ++i) q[i] = q_row(t, r0 + i);
     const bool prefetch = tile < KT && j0 + 2 * W <= keys(t);
-    const KV* next_key = k_block + (W + kg + tile) * d;
+    const float* next_key = k_block + (W + kg + tile) * d;
     Reg acc[W];  // acc[i * KT + kk]: row r0 + i, key j0 + kg + kk
 #pragma GCC unroll 16
     for (int a = 0; a < W; ++a) acc[a] = V::zero();
     for (int64_t c = 0; c < d; c += W) {
       Reg kv[KT];
 #pragma GCC unroll 4
-      for (int kk = 0; kk < KT; ++kk) kv[kk] = load_kv(k_block + (kg + kk) * d + c);
+      for (int kk = 0; kk < KT; ++kk) kv[kk] = V::load(k_block + (kg + kk) * d + c);
       if (prefetch) __builtin_prefetch(next_key + c);
 #pragma GCC unroll 4
       for (int i = 0; i < RT; ++i) {
@@ -201,7 +221,7 @@ struct HeadGroupAttention {
 
   // Rows from r_begin one at a time; q_r stays in R registers: one load per FMA instead of two.
   template <int R>
-  static void score_rows(const HeadGroupTask& t, const KV* k_block, int64_t j0, int64_t r_begin) {
+  static void score_rows(const HeadGroupTask& t, const float* k_block, int64_t j0, int64_t r_begin) {
     const Reg scale = V::broadcast(t.scale);
     for (int64_t r = r_begin; r < rows(t); ++r) {
       const float* q = q_row(t, r);
@@ -216,7 +236,7 @@ struct HeadGroupAttention {
       for (int c = 0; c < R; ++c) {
 #pragma GCC unroll 16
         for (int jj = 0; jj < W; ++jj) {
-          acc[jj] = V::fmadd(qv[c], load_kv(k_block + (jj * R + c) * W), acc[jj]);
+          acc[jj] = V::fmadd(qv[c], V::load(k_block + (jj * R + c) * W), acc[jj]);
         }
       }
       V::store(t.scores + r * t.scores_stride + j0, V::mul(V::sum_each(acc), scale));
@@ -224,7 +244,7 @@ struct HeadGroupAttention {
   }
 
   // Any head_dim: q_r is reloaded chunk by chunk, the W key rows walked column-wise.
-  static void score_block_by_columns(const HeadGroupTask& t, const KV* k_block, int64_t j0) {
+  static void score_block_by_columns(const HeadGroupTask& t, const float* k_block, int64_t j0) {
     const int64_t d = t.head_dim;
     const Reg scale = V::broadcast(t.scale);
     for (int64_t r = 0; r < rows(t); ++r) {
@@ -236,7 +256,7 @@ struct HeadGroupAttention {
         const Reg qc = V::load(q + c);
 #pragma GCC unroll 16
         for (int jj = 0; jj < W; ++jj) {
-          acc[jj] = V::fmadd(qc, load_kv(k_block + jj * d + c), acc[jj]);
+          acc[jj] = V::fmadd(qc, V::load(k_block + jj * d + c), acc[jj]);
         }
       }
       V::store(t.scores + r * t.scores_stride + j0, V::mul(V::sum_each(acc), scale));

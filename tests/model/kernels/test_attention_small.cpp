@@ -48,16 +48,24 @@ struct Data {
 
 float round_bf16(float x) { return bf16_to_f32(f32_to_bf16(x)); }
 
-// Rounds the keys and values to bf16, keeping both the bits (k16, v16) and their values (k, v).
-Data make_bf16_cache(Data d) {
-  for (auto* side : {&d.k, &d.v}) {
-    auto& bits = side == &d.k ? d.k16 : d.v16;
-    for (std::vector<float>& seq : *side) {
-      bits.emplace_back();
-      for (float& x : seq) {
-        bits.back().push_back(f32_to_bf16(x));
-        x = round_bf16(x);
-      }
+// Rounds the keys and values to bf16, keeping both their values (k, v) and the bits as a bf16
+// cache holds them (k16 key-blocked, v16 row-major: model/kv_cache.h). capacity: a multiple of 16.
+Data make_bf16_cache(Data d, int64_t capacity, int64_t head_dim) {
+  for (size_t s = 0; s < d.k.size(); ++s) {
+    std::vector<float>& k = d.k[s];
+    std::vector<uint16_t> blocked(k.size());
+    for (size_t i = 0; i < k.size(); ++i) {
+      const int64_t head = static_cast<int64_t>(i) / (capacity * head_dim);
+      const int64_t position = static_cast<int64_t>(i) / head_dim % capacity, e = static_cast<int64_t>(i) % head_dim;
+      blocked[(head * capacity + position / 16 * 16) * head_dim + (e / 2) * 32 + (position % 16) * 2 + e % 2] =
+          f32_to_bf16(k[i]);
+      k[i] = round_bf16(k[i]);
+    }
+    d.k16.push_back(std::move(blocked));
+    d.v16.emplace_back();
+    for (float& x : d.v[s]) {
+      d.v16.back().push_back(f32_to_bf16(x));
+      x = round_bf16(x);
     }
   }
   return d;
@@ -174,7 +182,8 @@ std::vector<SeqSpec> ragged() {
 // against double, and the odd probability whose f32 value sits on a bf16 rounding boundary.
 void check_all_isas(const Case& c, uint32_t seed, KvDtype kv = KvDtype::kF32) {
   DispatchGuard guard;
-  const Data d = kv == KvDtype::kBF16 ? make_bf16_cache(make_data(c, seed)) : make_data(c, seed);
+  const Data d =
+      kv == KvDtype::kBF16 ? make_bf16_cache(make_data(c, seed), c.capacity, c.head_dim) : make_data(c, seed);
   for (Isa isa : available_isas()) {
     set_isa(isa);
     SCOPED_TRACE(std::string("isa=") + isa_name(isa) + " heads=" + std::to_string(c.n_heads) + "/" +
@@ -280,8 +289,8 @@ TEST(AttentionSmall, Bf16CacheRaggedBatchesAcrossHeadSizesAndGqaRatios) {
 TEST(AttentionSmall, Bf16CacheNonCausalBlocksAndLongContexts) {
   const std::vector<SeqSpec> blocks = {{256, 0, 7, false}, {37, 7, 8, true}, {0, 15, 7, false}, {101, 22, 1, false}};
   check_all_isas({4, 2, 128, 400, 23, blocks, 3.0f}, 77, KvDtype::kBF16);
-  check_all_isas({16, 8, 128, 1100, 1, {{1024, 0, 1}}, 3.0f}, 78, KvDtype::kBF16);
-  check_all_isas({16, 8, 128, 1100, 8, {{1001, 0, 8}}, 3.0f}, 79, KvDtype::kBF16);
+  check_all_isas({16, 8, 128, 1104, 1, {{1024, 0, 1}}, 3.0f}, 78, KvDtype::kBF16);
+  check_all_isas({16, 8, 128, 1104, 8, {{1001, 0, 8}}, 3.0f}, 79, KvDtype::kBF16);
 }
 
 // The bf16 cache's outputs, like the f32 cache's, may not depend on what else shares the call: a
@@ -289,7 +298,7 @@ TEST(AttentionSmall, Bf16CacheNonCausalBlocksAndLongContexts) {
 TEST(AttentionSmall, Bf16CacheTokenOutputIndependentOfBatching) {
   DispatchGuard guard;
   const Case batched{16, 8, 128, 400, 13, {{290, 0, 8}, {37, 8, 5}}, 3.0f};
-  const Data d = make_bf16_cache(make_data(batched, 22));
+  const Data d = make_bf16_cache(make_data(batched, 22), batched.capacity, batched.head_dim);
   for (Isa isa : available_isas()) {
     set_isa(isa);
     SCOPED_TRACE(isa_name(isa));
