@@ -146,6 +146,19 @@ TEST(StepCost, MetaTellsApartDirectoriesOfTheSameNameAndSize) {
   EXPECT_EQ(meta_a.model_id.rfind("model-", 0), 0u);  // still readable: the directory's name first
 }
 
+// A bf16 KV cache reads half the bytes per step: its profile is its own, in a file of its own.
+TEST(StepCost, MetaTellsTheKvCacheDtypesApart) {
+  torch::NoGradGuard no_grad;
+  const std::string dir = (fs::path(DSPARK_SOURCE_DIR) / "models/tiny-target-8l").string();
+  const model::Transformer f32 = model::Transformer::load(dir);
+  const model::Transformer bf16 = model::Transformer::load(dir, {.kv_cache_dtype = model::KvCacheDType::kBF16});
+  const schedule::SpsMeta meta_f32 = engine::step_cost_meta(dir, f32, "");
+  const schedule::SpsMeta meta_bf16 = engine::step_cost_meta(dir, bf16, "");
+  EXPECT_FALSE(meta_f32.same_setup(meta_bf16));
+  EXPECT_NE(schedule::cache_file_name(meta_f32), schedule::cache_file_name(meta_bf16));
+  EXPECT_NE(meta_bf16.dtype.find("kvbf16"), std::string::npos);
+}
+
 // A profile belongs to the executable that measured it: a rebuilt dspark measures afresh.
 TEST(StepCost, MetaNamesTheBuild) {
   torch::NoGradGuard no_grad;
