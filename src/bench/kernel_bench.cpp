@@ -38,9 +38,8 @@ double time_linears(const model::Transformer& model, const LinearInputs& x) {
 // Every layer's attention of n_new tokens after `context` cached positions; keys/values[l] is the
 // cache layer l reads (slot 0 of the cache's storage, kv_cache.h).
 double time_attention(const model::ModelConfig& c, const torch::Tensor& q, int64_t n_new, int64_t context,
-                      int64_t capacity, const std::vector<torch::Tensor>& keys, const std::vector<torch::Tensor>& values) {
-  const kernels::KvDtype kv_dtype =
-      keys[0].scalar_type() == torch::kBFloat16 ? kernels::KvDtype::kBF16 : kernels::KvDtype::kF32;
+                      int64_t capacity, kernels::KvDtype kv_dtype, const std::vector<torch::Tensor>& keys,
+                      const std::vector<torch::Tensor>& values) {
   torch::Tensor out = torch::empty({n_new, c.n_heads * c.head_dim});
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   const auto start = Clock::now();
@@ -102,8 +101,8 @@ KernelBenchResult run_kernel_bench(const model::Transformer& model, const Kernel
       auto start = Clock::now();
       model.lm_head(inputs[i].hidden);
       const double t_head = ms_since(start);
-      const double t_cold = time_attention(c, queries[i], b, o.context, capacity, keys, values);
-      const double t_hot = time_attention(c, queries[i], b, o.context, capacity, hot_keys, hot_values);
+      const double t_cold = time_attention(c, queries[i], b, o.context, capacity, cache.dtype(), keys, values);
+      const double t_hot = time_attention(c, queries[i], b, o.context, capacity, cache.dtype(), hot_keys, hot_values);
       if (!timed) continue;
       linears[i].push_back(t_linears);
       heads[i].push_back(t_head);

@@ -10,18 +10,20 @@
 
 #include <torch/torch.h>
 
+#include "model/kernels/attention_small.h"
+
 namespace dspark::model {
 
 // The cache's element type. bf16 halves what every step streams (and the cache's memory); keys and
 // values are rounded to it once, when written, and attention reads them as they are
 // (kernels/attention_small.h). f32 keeps them exactly as computed.
 //
-// A bf16 cache also stores its keys key-blocked: each run of kKeyBlock positions as
-// [head_dim / 2][kKeyBlock][2], so one 512-bit register holds the same pair of elements of 16 keys
-// and attention's scores are 16 keys per vdpbf16ps with no horizontal sums. Its capacity is
-// rounded up to whole blocks. Values, and every f32 tensor, are [position][head_dim].
-enum class KvCacheDType { kF32, kBF16 };
-constexpr int64_t kKeyBlock = 16;
+// A bf16 cache also stores its keys key-blocked (kernels::kBf16KeyBlock positions as
+// [head_dim / 2][16][2], kernels/attention_small.h), so attention's scores are 16 keys per
+// vdpbf16ps with no horizontal sums. Its capacity is rounded up to whole blocks. Values, and every
+// f32 tensor, are [position][head_dim]. The kernels' own enum, so a cache's dtype is what they take.
+using KvCacheDType = kernels::KvDtype;
+constexpr int64_t kKeyBlock = kernels::kBf16KeyBlock;
 const char* kv_cache_dtype_name(KvCacheDType dtype);  // "f32", "bf16"
 torch::ScalarType kv_cache_scalar_type(KvCacheDType dtype);
 

@@ -257,10 +257,6 @@ KvCache Transformer::make_cache(int64_t n_slots, int64_t capacity) const {
 
 namespace {
 
-kernels::KvDtype kernel_kv_dtype(const KvCache& cache) {
-  return cache.dtype() == KvCacheDType::kBF16 ? kernels::KvDtype::kBF16 : kernels::KvDtype::kF32;
-}
-
 // Where slot `slot` of a cache layer's [n_slots, n_kv_heads, capacity, head_dim] tensor starts.
 const void* slot_data(const torch::Tensor& layer, int64_t slot) {
   return static_cast<const char*>(layer.data_ptr()) + slot * layer.stride(0) * layer.element_size();
@@ -309,7 +305,7 @@ torch::Tensor Transformer::attention(const torch::Tensor& q, KvCache& cache, int
     kernels::attention_small(qc.data_ptr<float>(), c.n_heads * c.head_dim, small.data(),
                              static_cast<int64_t>(small.size()), c.n_heads,
                              c.n_kv_heads, c.head_dim, cache.capacity(), scale, out.data_ptr<float>(),
-                             kernel_kv_dtype(cache));
+                             cache.dtype());
   }
   return out.view({q.size(0), c.n_heads * c.head_dim});
 }
@@ -407,13 +403,12 @@ void write_kv_rows(KvCache& cache, int64_t l, int64_t slot, int64_t first_positi
       const float* v = values + i * row_stride + g * hd;
       if (bf16) {
         // Rounded as torch's conversion rounds (nearest even), so this path and the tensor-ops
-        // path store the same bits. Keys go to their block (kv_cache.h): element e of position p
-        // at block p / 16, pair e / 2, lane p % 16.
+        // path store the same bits. Keys go to their key block (kernels/attention_small.h).
         const int64_t position = first_position + i;
         const int64_t block = ((slot * shape.n_kv_heads + g) * shape.capacity + position / kKeyBlock * kKeyBlock) * hd;
-        uint16_t* k_block = static_cast<uint16_t*>(k_cache) + block + (position % kKeyBlock) * 2;
+        uint16_t* k_block = static_cast<uint16_t*>(k_cache) + block;
         for (int64_t e = 0; e < hd; ++e) {
-          k_block[(e / 2) * 2 * kKeyBlock + e % 2] = kernels::f32_to_bf16(k[e]);
+          k_block[kernels::bf16_key_offset(position % kKeyBlock, e)] = kernels::f32_to_bf16(k[e]);
           static_cast<uint16_t*>(v_cache)[dst + e] = kernels::f32_to_bf16(v[e]);
         }
       } else {
@@ -457,7 +452,7 @@ void decoder_layer_rows(const DecoderLayer& layer, const ModelConfig& c, KvCache
   // q is read in place from the fused q/k/v rows.
   kernels::attention_small(qkv_p, qkv_dim, attention_seqs.data(), static_cast<int64_t>(attention_seqs.size()),
                            c.n_heads, c.n_kv_heads, hd, cache.capacity(),
-                           1.0f / std::sqrt(static_cast<float>(hd)), attn.data_ptr<float>(), kernel_kv_dtype(cache));
+                           1.0f / std::sqrt(static_cast<float>(hd)), attn.data_ptr<float>(), cache.dtype());
   kernels::add_in_place(xp, layer.o_proj.forward(attn).data_ptr<float>(), n * hidden);
 
   kernels::rms_norm_rows(xp, layer.post_norm.data_ptr<float>(), n, hidden, eps, h.data_ptr<float>());

@@ -79,6 +79,10 @@ HeadGroupTask make_task(const float* q, float* out, const AttentionSeq& seq, int
   t.bf16_scratch = reinterpret_cast<void*>((after_tail + 63) / 64 * 64);
   t.q_offsets = offsets_scratch->data();
   t.out_offsets = offsets_scratch->data() + rows;
+  for (int64_t r = 0; r < rows; ++r) {
+    t.q_offsets[r] = (r / group) * t.q_token_stride + (r % group) * s.head_dim;
+    t.out_offsets[r] = (r / group) * t.out_token_stride + (r % group) * s.head_dim;
+  }
   return t;
 }
 

@@ -18,10 +18,16 @@ namespace dspark::kernels {
 // The cache's element type: f32, or bf16 (the upper half of an f32, as uint16_t).
 enum class KvDtype { kF32, kBF16 };
 
+// bf16 keys are key-blocked: each run of kBf16KeyBlock positions is stored as
+// [head_dim / 2][kBf16KeyBlock][2], so one 512-bit register holds the same pair of elements of 16
+// keys. Element e of the key at position `lane` of its block sits at bf16_key_offset(lane, e)
+// from the block's start (block b starts at b * kBf16KeyBlock * head_dim).
+constexpr int64_t kBf16KeyBlock = 16;
+constexpr int64_t bf16_key_offset(int64_t lane, int64_t e) { return (e / 2) * 2 * kBf16KeyBlock + lane * 2 + e % 2; }
+
 struct AttentionSeq {
   const void* k;        // [n_kv_heads, capacity, head_dim] of KvDtype: positions 0 .. n_past+n_new-1 written;
-                        // bf16 keys key-blocked, [n_kv_heads, capacity / 16, head_dim / 2, 16, 2]
-                        // (model/kv_cache.h), capacity then a multiple of 16
+                        // bf16 keys key-blocked (above), capacity then a multiple of kBf16KeyBlock
   const void* v;        // [n_kv_heads, capacity, head_dim] of KvDtype
   int64_t n_past;       // cached positions before this step's new tokens
   int64_t token_begin;  // index of this sequence's first new token in the flattened q/out rows

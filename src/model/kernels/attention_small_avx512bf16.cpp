@@ -28,7 +28,8 @@
 namespace dspark::kernels::attention_small_detail {
 namespace {
 
-constexpr int W = 16;          // f32 lanes in a register
+constexpr int W = 16;          // f32 lanes in a register: one key block's scores
+static_assert(kBf16KeyBlock == W);
 constexpr int kChunk = 32;     // bf16 elements in a register
 constexpr int64_t kKeyBlock = 64;  // keys whose value rows stay in L1 while every row block reads them
 
@@ -88,7 +89,7 @@ void score_tile(const HeadGroupTask& t, const Buffers& b, const uint16_t* k_bloc
     even[i] = _mm512_setzero_ps();
     odd[i] = _mm512_setzero_ps();
   }
-  const uint16_t* next = k_block + W * t.head_dim;
+  const uint16_t* next = k_block + kBf16KeyBlock * t.head_dim;
   for (int64_t p = 0; p < pairs; p += 2) {
     const __m512i k0 = _mm512_loadu_si512(k_block + p * kChunk);
     const __m512i k1 = _mm512_loadu_si512(k_block + (p + 1) * kChunk);
@@ -114,9 +115,9 @@ void score_tile(const HeadGroupTask& t, const Buffers& b, const uint16_t* k_bloc
 void compute_scores(const HeadGroupTask& t, const Buffers& b) {
   const uint16_t* k = static_cast<const uint16_t*>(t.k);
   const int64_t rows = rows_of(t);
-  for (int64_t j0 = 0; j0 < keys_of(t); j0 += W) {
+  for (int64_t j0 = 0; j0 < keys_of(t); j0 += kBf16KeyBlock) {
     const uint16_t* k_block = k + j0 * t.head_dim;
-    const bool prefetch = j0 + W < keys_of(t);
+    const bool prefetch = j0 + kBf16KeyBlock < keys_of(t);
     int64_t r = 0;
     for (; r + 8 <= rows; r += 8) score_tile<8>(t, b, k_block, j0, r, prefetch && r == 0);
     if (r + 4 <= rows) {
@@ -269,10 +270,6 @@ void accumulate_values(const HeadGroupTask& t, const Buffers& b) {
 }  // namespace
 
 void attend_avx512bf16(const HeadGroupTask& t) {
-  for (int64_t r = 0; r < rows_of(t); ++r) {
-    t.q_offsets[r] = (r / t.group) * t.q_token_stride + (r % t.group) * t.head_dim;
-    t.out_offsets[r] = (r / t.group) * t.out_token_stride + (r % t.group) * t.head_dim;
-  }
   const Buffers b = buffers_of(t);
   round_queries(t, b);
   compute_scores(t, b);

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "model/kernels/attention_small.h"
 #include "model/kernels/bf16.h"
 
 namespace dspark::kernels::attention_small_detail {
@@ -35,8 +36,9 @@ struct HeadGroupTask {
   float* key_tail;        // scratch [kScoresAlignment, head_dim]: the last keys, zero-padded, or a
                           // bf16 key block widened to f32 rows
   void* bf16_scratch;     // scratch for attend_avx512bf16 (bf16_scratch_bytes), else unused
-  int64_t* q_offsets;     // scratch [group * n_new]: where row r starts in q
-  int64_t* out_offsets;   // scratch [group * n_new]: where row r starts in out
+  int64_t* q_offsets;     // [group * n_new]: where row r starts in q (filled by make_task, once per
+                          // task, keeping integer divisions out of the kernels' loops)
+  int64_t* out_offsets;   // [group * n_new]: where row r starts in out
 };
 
 // Also the widest SIMD width, so a block of scores never runs past a row.
@@ -81,7 +83,6 @@ struct HeadGroupAttention {
   static_assert(kAccumulators >= kSegmentRegs);
 
   static void run(const HeadGroupTask& t) {
-    compute_row_offsets(t);
     compute_scores(t);
     softmax_rows(t);
     accumulate_values(t);
@@ -98,14 +99,6 @@ struct HeadGroupAttention {
       return V::load(p);
     } else {
       return V::load_bf16(p);
-    }
-  }
-
-  // Once per task, keeping integer divisions out of the per-block loops.
-  static void compute_row_offsets(const HeadGroupTask& t) {
-    for (int64_t r = 0; r < rows(t); ++r) {
-      t.q_offsets[r] = (r / t.group) * t.q_token_stride + (r % t.group) * t.head_dim;
-      t.out_offsets[r] = (r / t.group) * t.out_token_stride + (r % t.group) * t.head_dim;
     }
   }
 
@@ -134,17 +127,14 @@ struct HeadGroupAttention {
       // A bf16 cache's keys come in blocks of 16 (key-blocked, model/kv_cache.h): each is widened
       // to 16 f32 rows, then scored W keys at a time. The last block's keys past the cache's end
       // are scored too (the cache is allocated in whole blocks) and hidden by the softmax.
-      constexpr int64_t kBlock = kScoresAlignment;
-      for (int64_t j0 = 0; j0 < keys(t); j0 += kBlock) {
+      static_assert(kBf16KeyBlock <= kScoresAlignment && kBf16KeyBlock % W == 0);
+      for (int64_t j0 = 0; j0 < keys(t); j0 += kBf16KeyBlock) {
         const uint16_t* block = keys_of(t) + j0 * d;
-        for (int64_t c = 0; c < d; ++c) {
-          for (int64_t jj = 0; jj < kBlock; ++jj) {
-            t.key_tail[jj * d + c] = bf16_to_f32(block[(c / 2) * 2 * kBlock + jj * 2 + c % 2]);
-          }
+        for (int64_t jj = 0; jj < kBf16KeyBlock; ++jj) {
+          for (int64_t c = 0; c < d; ++c) t.key_tail[jj * d + c] = bf16_to_f32(block[bf16_key_offset(jj, c)]);
         }
-        for (int64_t jj = 0; jj < kBlock; jj += W) score_block(t, t.key_tail + jj * d, j0 + jj);
+        for (int64_t jj = 0; jj < kBf16KeyBlock; jj += W) score_block(t, t.key_tail + jj * d, j0 + jj);
       }
-      return;
     } else {
       const int64_t full_end = keys(t) / W * W;
       const float* k = keys_of(t);

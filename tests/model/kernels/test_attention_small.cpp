@@ -223,12 +223,10 @@ TEST(AttentionSmall, LargeScoresStayFinite) {
   check_all_isas({4, 2, 64, 200, 4, {{100, 0, 4}}, 400.0f, /*integers=*/true}, 9);
 }
 
-// Verifying 8 tokens must give each token bitwise the output it gets when decoded alone, and a
-// sequence must not be affected by others in the batch: speculative decoding compares them.
-TEST(AttentionSmall, TokenOutputIndependentOfBatching) {
+// On every ISA, each token of `batched` gets bitwise the output it gets decoded alone: one
+// sequence, one new token at position n_past + i, over the same cache (f32 or bf16).
+void expect_each_token_equals_it_decoded_alone(const Case& batched, const Data& d) {
   DispatchGuard guard;
-  const Case batched{16, 8, 128, 400, 13, {{290, 0, 8}, {37, 8, 5}}, 3.0f};
-  const Data d = make_data(batched, 21);
   for (Isa isa : available_isas()) {
     set_isa(isa);
     SCOPED_TRACE(isa_name(isa));
@@ -237,7 +235,6 @@ TEST(AttentionSmall, TokenOutputIndependentOfBatching) {
     for (size_t s = 0; s < batched.seqs.size(); ++s) {
       const SeqSpec seq = batched.seqs[s];
       for (int64_t i = 0; i < seq.n_new; ++i) {
-        // The same token decoded alone: one sequence, one new token at position n_past + i.
         Case alone = batched;
         alone.n_tokens = 1;
         alone.seqs = {{seq.n_past + i, 0, 1}};
@@ -246,6 +243,10 @@ TEST(AttentionSmall, TokenOutputIndependentOfBatching) {
         d_alone.q.assign(q, q + token_size);
         d_alone.k = {d.k[s]};
         d_alone.v = {d.v[s]};
+        if (!d.k16.empty()) {
+          d_alone.k16 = {d.k16[s]};
+          d_alone.v16 = {d.v16[s]};
+        }
         const std::vector<float> single = run(alone, d_alone);
         const float* row = together.data() + (seq.token_begin + i) * token_size;
         for (int64_t e = 0; e < token_size; ++e) {
@@ -254,6 +255,13 @@ TEST(AttentionSmall, TokenOutputIndependentOfBatching) {
       }
     }
   }
+}
+
+// Verifying 8 tokens must give each token bitwise the output it gets when decoded alone, and a
+// sequence must not be affected by others in the batch: speculative decoding compares them.
+TEST(AttentionSmall, TokenOutputIndependentOfBatching) {
+  const Case batched{16, 8, 128, 400, 13, {{290, 0, 8}, {37, 8, 5}}, 3.0f};
+  expect_each_token_equals_it_decoded_alone(batched, make_data(batched, 21));
 }
 
 // The decoder layer hands attention its q rows in place inside the fused q/k/v rows: q read at a
@@ -296,35 +304,9 @@ TEST(AttentionSmall, Bf16CacheNonCausalBlocksAndLongContexts) {
 // The bf16 cache's outputs, like the f32 cache's, may not depend on what else shares the call: a
 // verified token gets bitwise what it gets decoded alone.
 TEST(AttentionSmall, Bf16CacheTokenOutputIndependentOfBatching) {
-  DispatchGuard guard;
   const Case batched{16, 8, 128, 400, 13, {{290, 0, 8}, {37, 8, 5}}, 3.0f};
-  const Data d = make_bf16_cache(make_data(batched, 22), batched.capacity, batched.head_dim);
-  for (Isa isa : available_isas()) {
-    set_isa(isa);
-    SCOPED_TRACE(isa_name(isa));
-    const std::vector<float> together = run(batched, d);
-    const int64_t token_size = batched.n_heads * batched.head_dim;
-    for (size_t s = 0; s < batched.seqs.size(); ++s) {
-      const SeqSpec seq = batched.seqs[s];
-      for (int64_t i = 0; i < seq.n_new; ++i) {
-        Case alone = batched;
-        alone.n_tokens = 1;
-        alone.seqs = {{seq.n_past + i, 0, 1}};
-        Data d_alone;
-        const float* q = d.q.data() + (seq.token_begin + i) * token_size;
-        d_alone.q.assign(q, q + token_size);
-        d_alone.k = {d.k[s]};
-        d_alone.v = {d.v[s]};
-        d_alone.k16 = {d.k16[s]};
-        d_alone.v16 = {d.v16[s]};
-        const std::vector<float> single = run(alone, d_alone);
-        const float* row = together.data() + (seq.token_begin + i) * token_size;
-        for (int64_t e = 0; e < token_size; ++e) {
-          ASSERT_EQ(single[e], row[e]) << "seq " << s << " token " << i << " element " << e;
-        }
-      }
-    }
-  }
+  expect_each_token_equals_it_decoded_alone(batched,
+                                            make_bf16_cache(make_data(batched, 22), batched.capacity, batched.head_dim));
 }
 
 TEST(AttentionSmall, NoSequencesTouchesNothing) {
