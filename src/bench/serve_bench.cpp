@@ -44,6 +44,7 @@ ServePoint median_point(const std::vector<ServePoint>& runs) {
   m.draft_share = med(&ServePoint::draft_share);
   m.cost_model_ratio = med(&ServePoint::cost_model_ratio);
   m.cost_model_within_10 = med(&ServePoint::cost_model_within_10);
+  m.profile_ratio = med(&ServePoint::profile_ratio);
   m.cost_model_steps = 0;
   for (const ServePoint& r : runs) m.cost_model_steps += r.cost_model_steps;
   m.runs = static_cast<int64_t>(runs.size());
@@ -58,7 +59,7 @@ ServePoint run_serve_point(model::Transformer& target, draft::Drafter* drafter, 
   for (const auto& p : prompts) longest = std::max<int64_t>(longest, static_cast<int64_t>(p.size()));
   engine::Engine engine(target, drafter, {.max_concurrency = concurrency, .max_context = longest + o.max_tokens,
                                                .gamma = o.gamma, .schedule = kind, .threshold = o.threshold,
-                                               .step_cost = &step_cost});
+                                               .step_cost = &step_cost, .rescale_step_cost = true});
   const int64_t n_requests = std::max(o.min_requests, concurrency * o.requests_per_client);
   int64_t submitted = 0;
   auto submit_next = [&] {
@@ -72,12 +73,14 @@ ServePoint run_serve_point(model::Transformer& target, draft::Drafter* drafter, 
   ServePoint point;
   point.schedule = schedule::schedule_kind_name(kind);
   point.concurrency = concurrency;
-  std::vector<double> user_tps, cost_ratios;
+  std::vector<double> user_tps, cost_ratios, profile_ratios;
   while (!engine.idle()) {
     const std::vector<engine::RequestOutcome> finished = engine.step();
     const engine::StepTiming& timing = engine.last_step();
-    if (timing.prefill_tokens == 0 && timing.predicted_seconds > 0)
+    if (timing.prefill_tokens == 0 && timing.predicted_seconds > 0) {
       cost_ratios.push_back(timing.seconds / timing.predicted_seconds);
+      profile_ratios.push_back(timing.seconds / timing.profile_seconds);
+    }
     if (o.on_step) o.on_step(point.schedule, concurrency, timing);
     for (const engine::RequestOutcome& done : finished) {
       const int64_t n = done.stats.generated_tokens;
@@ -102,6 +105,7 @@ ServePoint run_serve_point(model::Transformer& target, draft::Drafter* drafter, 
   point.cost_model_steps = static_cast<int64_t>(cost_ratios.size());
   if (!cost_ratios.empty()) {
     point.cost_model_ratio = median(cost_ratios);
+    point.profile_ratio = median(profile_ratios);
     point.cost_model_within_10 =
         static_cast<double>(std::count_if(cost_ratios.begin(), cost_ratios.end(),
                                           [](double r) { return std::abs(r - 1.0) <= 0.1; })) /

@@ -44,10 +44,11 @@ struct ServePoint {
   double acceptance_length = 0;  // tokens committed per request-step
   double draft_share = 0;        // share of the wall time spent in drafting calls
   // The schedules' cost model against the clock, over the decode steps (no prefill in them) that
-  // the profile covers: the median of measured / predicted step time, and the share of those
-  // steps within 10% of their prediction.
+  // the profile covers: the median of measured / predicted step time (the profile rescaled by the
+  // earlier steps, engine/step_cost_drift.h), and the share of those steps within 10% of their
+  // prediction; profile_ratio: the median against the profile as measured, without rescaling.
   int64_t cost_model_steps = 0;
-  double cost_model_ratio = 0, cost_model_within_10 = 0;
+  double cost_model_ratio = 0, cost_model_within_10 = 0, profile_ratio = 0;
   int64_t runs = 1;              // runs this point is the median of
 };
 

@@ -92,7 +92,9 @@ void run_bench_serve(const BenchServeArgs& a) {
                                  {"prefill_tokens", t.prefill_tokens},
                                  {"draft_seconds", t.draft_seconds},
                                  {"seconds", t.seconds},
-                                 {"predicted_seconds", t.predicted_seconds}}
+                                 {"requests", t.requests},
+                                 {"predicted_seconds", t.predicted_seconds},
+                                 {"profile_seconds", t.profile_seconds}}
                       .dump()
                << "\n";
     };

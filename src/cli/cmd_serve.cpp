@@ -121,6 +121,7 @@ void run_serve(ServeArgs& a) {
                                 .gamma = gamma,
                                 .schedule = kind,
                                 .step_cost = &cost,
+                                .rescale_step_cost = true,
                                 .detokenize = [&t](const std::vector<int64_t>& ids) { return t.decode(known_ids(t, ids)); }},
                                a.max_queue, metrics);
   const serve::Backend backend{.model_id = id,

@@ -16,10 +16,10 @@ double seconds_between(std::chrono::steady_clock::time_point from, std::chrono::
 // request's own stream and of its neighbours' (seed + 1, seed + 2, ...).
 uint64_t probe_stream_seed(uint64_t seed) { return sampling::mix64(seed + 0x632BE59BD9B4E019ull); }
 
-schedule::SpsSource sps_source(const EngineOptions& options) {
-  if (!options.step_cost) return {};
-  const StepCost* cost = options.step_cost;
-  return [cost](int64_t n_requests) { return cost->sps_for(n_requests); };
+schedule::SpsSource sps_source(const StepCost* cost, const StepCostDrift* drift) {
+  if (drift) return [drift](int64_t n_requests) { return drift->sps_for(n_requests); };
+  if (cost) return [cost](int64_t n_requests) { return cost->sps_for(n_requests); };
+  return {};
 }
 
 }  // namespace
@@ -31,7 +31,10 @@ Engine::Engine(model::Transformer& target, draft::Drafter* drafter, EngineOption
       limits_{target.config().vocab_size, context_limit(target.config(), options_.max_context),
               static_cast<bool>(options_.detokenize)},
       cache_(target.make_cache(options_.max_concurrency, limits_.max_context + options_.gamma + 2)),
-      policy_(drafter_ ? options_.schedule : schedule::ScheduleKind::kNone, options_.threshold, sps_source(options_)) {
+      drift_(options_.step_cost && options_.rescale_step_cost ? std::make_unique<StepCostDrift>(*options_.step_cost)
+                                                               : nullptr),
+      policy_(drafter_ ? options_.schedule : schedule::ScheduleKind::kNone, options_.threshold,
+              sps_source(options_.step_cost, drift_.get())) {
   if (options_.max_concurrency < 1) throw Error("engine: --concurrency must be >= 1");
   if (options_.gamma < 0) throw Error("engine: --gamma must be >= 0");
   if (options_.prefill_chunk < 1) throw Error("engine: the prefill chunk must be >= 1");
@@ -324,11 +327,18 @@ std::vector<RequestOutcome> Engine::step() {
   last_step_.drafting_requests = plan.n_drafting();
   for (const PrefillChunk& c : chunks) last_step_.prefill_tokens += c.n;
   last_step_.verify_tokens = static_cast<int64_t>(batch.token_ids.size()) - last_step_.prefill_tokens;
+  last_step_.requests = static_cast<int64_t>(batch.seqs.size());
   last_step_.draft_seconds = seconds_between(t_draft, t_verify);
   last_step_.seconds = seconds_between(t_start, Clock::now());
-  if (options_.step_cost)
-    last_step_.predicted_seconds = options_.step_cost->step_seconds(
-        last_step_.drafting_requests, static_cast<int64_t>(batch.token_ids.size()), static_cast<int64_t>(batch.seqs.size()));
+  if (options_.step_cost) {
+    const auto tokens = static_cast<int64_t>(batch.token_ids.size());
+    last_step_.profile_seconds = options_.step_cost->step_seconds(last_step_.drafting_requests, tokens, last_step_.requests);
+    last_step_.predicted_seconds = last_step_.profile_seconds;
+    if (drift_) {
+      last_step_.predicted_seconds = drift_->predict(last_step_.drafting_requests, tokens, last_step_.requests);
+      if (drift_->observe(last_step_)) policy_.rebuild_sps_tables();
+    }
+  }
   return finished;
 }
 

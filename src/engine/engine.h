@@ -16,12 +16,14 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "draft/drafter.h"
 #include "engine/request.h"
 #include "engine/step_cost.h"
+#include "engine/step_cost_drift.h"
 #include "model/transformer.h"
 #include "sampling/verify.h"
 #include "schedule/verification_policy.h"
@@ -36,6 +38,10 @@ struct EngineOptions {
   schedule::ScheduleKind schedule = schedule::ScheduleKind::kDsparkAsync;
   double threshold = 0.5;               // `threshold` policy: cut on the survival a_j
   const StepCost* step_cost = nullptr;  // required by dspark-sync / dspark-async (not owned)
+  // Rescale the profile by the steps' measured times (engine/step_cost_drift.h), so the schedules
+  // plan with the machine's speed of the minute. Plans then depend on timing: on for serving, where
+  // batches already follow arrival times; off where a seed must give the same tokens every run.
+  bool rescale_step_cost = false;
   int64_t prefill_chunk = 512;          // prompt tokens per step, over all prefilling requests
   std::function<std::string(const std::vector<int64_t>&)> detokenize;  // for stop strings and text
   bool record_rounds = false;           // fill RequestOutcome::rounds (calibration, conformance)
@@ -54,20 +60,6 @@ struct EngineStats {
   double verify_seconds = 0;  // scheduling, the target forward, verification and commits
   double mean_budget() const { return decode_request_steps ? double(verified_drafts) / double(decode_request_steps) : 0.0; }
   double acceptance_length() const { return decode_request_steps ? double(committed) / double(decode_request_steps) : 0.0; }
-};
-
-// One step's measured time against what the step-cost profile predicts for it: the cost model the
-// dspark schedules plan with says a step of R drafting requests and B target tokens takes
-// draft(R) + verify(B) (engine/step_cost.h). Comparing the two, step by step, shows where the plan
-// and the real step part ways.
-struct StepTiming {
-  int64_t drafting_requests = 0;  // R: requests in the drafting call (0: the step drafted nothing)
-  int64_t verify_tokens = 0;      // anchors plus verified drafts
-  int64_t prefill_tokens = 0;     // prompt tokens prefilled in the same forward
-  double draft_seconds = 0;       // the gate and the drafting call
-  double seconds = 0;             // the whole step, admission to release
-  double predicted_seconds = 0;   // draft(R) + verify(verify + prefill tokens, over the step's
-                                  // requests); 0 without a profile or past its range
 };
 
 class Engine {
@@ -145,6 +137,9 @@ class Engine {
   EngineOptions options_;
   RequestLimits limits_;
   model::KvCache cache_;
+  // With rescale_step_cost, the profile rescaled by this engine's own steps (heap-held: the
+  // policy's SPS source points at it).
+  std::unique_ptr<StepCostDrift> drift_;
   schedule::VerificationPolicy policy_;
   std::vector<int64_t> free_draft_slots_;
   std::deque<Active> waiting_;

@@ -54,18 +54,23 @@ double StepCost::plain_cost(int64_t n_requests) const {
   return verify_cost(n_requests, n_requests);
 }
 
-double StepCost::step_seconds(int64_t n_drafting, int64_t n_tokens, int64_t n_requests) const {
+double StepCost::rest_seconds(int64_t n_drafting, int64_t n_tokens, int64_t n_requests) const {
   if (n_drafting == 0 && n_tokens == n_requests) return plain_cost(n_requests);
-  const double verify = verify_cost(n_tokens, n_requests);
-  return verify > 0 ? draft_cost(n_drafting) + verify : 0.0;
+  return verify_cost(n_tokens, n_requests);
 }
 
-schedule::SpsTable StepCost::sps_for(int64_t n_requests) const {
-  const double draft = draft_cost(n_requests);
+double StepCost::step_seconds(int64_t n_drafting, int64_t n_tokens, int64_t n_requests, double draft_scale,
+                              double verify_scale) const {
+  const double rest = rest_seconds(n_drafting, n_tokens, n_requests);
+  return rest > 0 ? draft_scale * draft_cost(n_drafting) + verify_scale * rest : 0.0;
+}
+
+schedule::SpsTable StepCost::sps_for(int64_t n_requests, double draft_scale, double verify_scale) const {
+  const double draft = draft_scale * draft_cost(n_requests);
   std::vector<double> sps(verify_seconds.size());
   for (size_t b = 0; b < sps.size(); ++b) {
     const auto B = static_cast<int64_t>(b) + 1;
-    sps[b] = 1.0 / (n_requests > 0 ? draft + verify_cost(B, n_requests) : plain_cost(B));
+    sps[b] = 1.0 / (n_requests > 0 ? draft + verify_scale * verify_cost(B, n_requests) : verify_scale * plain_cost(B));
   }
   return schedule::SpsTable(std::move(sps), meta);
 }

@@ -41,8 +41,9 @@ struct StepCost {
 
   // The SPS table the schedulers read while `n_requests` requests decode and draft: entry B is
   // 1 / (draft(n) + verify_cost(B, n)). n_requests = 0: a step without drafting, where B
-  // requests send one token each (entry B is 1 / plain_cost(B)).
-  schedule::SpsTable sps_for(int64_t n_requests) const;
+  // requests send one token each (entry B is 1 / plain_cost(B)). The scales multiply the two
+  // parts (engine/step_cost_drift.h keeps them true to the machine's minute).
+  schedule::SpsTable sps_for(int64_t n_requests, double draft_scale = 1, double verify_scale = 1) const;
   // draft(R) as the schedulers take it: 0 for R = 0 or without a drafter, R clamped to the profile.
   double draft_cost(int64_t n_requests) const;
   // verify(B) for B tokens over n requests: verify(B) plus the per-request cost of the requests
@@ -52,9 +53,13 @@ struct StepCost {
   // follows steps like it, with no drafting call between to evict the target from the caches),
   // else verify_cost(n, n).
   double plain_cost(int64_t n_requests) const;
-  // draft(R) + verify_cost(B, n), the step time the schedulers plan with (plain_cost(n) for a step
-  // that drafted nothing and verifies no drafts); 0 for a B the profile lacks.
-  double step_seconds(int64_t n_drafting, int64_t n_tokens, int64_t n_requests) const;
+  // A step's part beyond the drafting call: verify_cost(B, n), or plain_cost(n) for a step that
+  // drafted nothing and verifies no drafts; 0 for a B the profile lacks.
+  double rest_seconds(int64_t n_drafting, int64_t n_tokens, int64_t n_requests) const;
+  // draft(R) + rest_seconds, each part times its scale: the step time the schedulers plan with;
+  // 0 for a B the profile lacks.
+  double step_seconds(int64_t n_drafting, int64_t n_tokens, int64_t n_requests, double draft_scale = 1,
+                      double verify_scale = 1) const;
 
   nlohmann::json to_json() const;
   static StepCost from_json(const nlohmann::json& json, const std::string& source);

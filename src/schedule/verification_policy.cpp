@@ -38,6 +38,11 @@ const SpsTable& VerificationPolicy::sps_table(int64_t n_requests) {
   return it->second;
 }
 
+void VerificationPolicy::rebuild_sps_tables() {
+  sps_tables_.clear();
+  old_batch_pays_.reset();
+}
+
 StepPlan VerificationPolicy::plan_step(int64_t n_decoding) {
   StepPlan plan;
   if (n_decoding == 0) {

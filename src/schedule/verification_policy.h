@@ -71,6 +71,9 @@ class VerificationPolicy {
 
   // The SPS table for steps in which n_requests requests draft, built once per n_requests.
   const SpsTable& sps_table(int64_t n_requests);
+  // The SPS source's costs changed (the engine rescaled its profile to the machine's minute):
+  // tables are built anew when next asked for, and the gate judges its old batch by them.
+  void rebuild_sps_tables();
 
   // What the last choose_lengths(kVerify) planned, for the server's metrics: the capacity K
   // dspark-async took from two steps back (-1 for other schedules or without history), and the

@@ -58,10 +58,11 @@ TEST(ServeBench, PointServesEveryRequestOfTheClosedLoop) {
   EXPECT_EQ(p.mean_budget, 0);
   EXPECT_EQ(p.acceptance_length, 1.0);
   EXPECT_EQ(p.draft_share, 0.0);  // no drafter
-  // The cost model: a profile of 1 s per step against real steps of about a millisecond.
+  // The cost model: a profile of 1 s per step against real steps of about a millisecond, which
+  // the rescaled profile follows after the first decode step (engine/step_cost_drift.h).
   EXPECT_GT(p.cost_model_steps, 0);
-  EXPECT_LT(p.cost_model_ratio, 0.1);
-  EXPECT_EQ(p.cost_model_within_10, 0.0);
+  EXPECT_LT(p.profile_ratio, 0.1);
+  EXPECT_GT(p.cost_model_ratio, 0.3);
 }
 
 // The step log sees every step of the point, with the point's schedule and concurrency; the
@@ -78,7 +79,8 @@ TEST(ServeBench, StepLogSeesEveryStep) {
   o.on_step = [&](const std::string& schedule, int64_t concurrency, const engine::StepTiming& t) {
     EXPECT_EQ(schedule, "none");
     EXPECT_EQ(concurrency, 2);
-    EXPECT_DOUBLE_EQ(t.predicted_seconds, 1e-3);
+    EXPECT_DOUBLE_EQ(t.profile_seconds, 1e-3);
+    EXPECT_GT(t.predicted_seconds, 0.0);
     ++steps;
     decode_steps += t.prefill_tokens == 0;
   };

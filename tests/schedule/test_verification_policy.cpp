@@ -76,6 +76,27 @@ TEST(VerificationPolicy, AsyncGateProbesAtDoublingIntervalsWhenDraftingDoesNotPa
   EXPECT_EQ(probe_steps, (std::vector<int>{0, 1, 9, 25, 57}));
 }
 
+// The gate judges by the tables it is given: drafting that does not pay at 50 verify steps pays
+// once the source says it costs 0.05 and the tables are rebuilt (the engine's rescaled profile,
+// engine/step_cost_drift.h), and not before.
+TEST(VerificationPolicy, RebuiltTablesComeFromTheSourceAsItIsNow) {
+  double draft_cost = 50.0;
+  VerificationPolicy policy(ScheduleKind::kDsparkAsync, 0.5,
+                            [&draft_cost](int64_t n) { return linear_cost(draft_cost)(n); });
+  for (int step = 0; step < 2; ++step) {  // the history probes
+    const StepPlan plan = policy.plan_step(2);
+    policy.choose_lengths(drafted_blocks(plan), plan);
+  }
+  EXPECT_EQ(policy.plan_step(2).drafting, Drafting::kOff);
+  const double old_sps = policy.sps_table(2).sps(4);
+  draft_cost = 0.05;
+  EXPECT_EQ(policy.sps_table(2).sps(4), old_sps);  // built once per n, until rebuilt
+  EXPECT_EQ(policy.plan_step(2).drafting, Drafting::kOff);
+  policy.rebuild_sps_tables();
+  EXPECT_NEAR(policy.sps_table(2).sps(4), 1.0 / (1.0 + 0.04 + 0.05), 1e-12);
+  EXPECT_EQ(policy.plan_step(2).drafting, Drafting::kVerify);
+}
+
 // A probe of a 10-request batch drafts 4 requests, the next 4 after them, wrapping around; the
 // requests left out draft nothing. A batch of 3 is probed whole.
 TEST(VerificationPolicy, ProbesDraftARotatingSampleOfFour) {
