@@ -59,7 +59,7 @@ ServePoint run_serve_point(model::Transformer& target, draft::Drafter* drafter, 
   for (const auto& p : prompts) longest = std::max<int64_t>(longest, static_cast<int64_t>(p.size()));
   engine::Engine engine(target, drafter, {.max_concurrency = concurrency, .max_context = longest + o.max_tokens,
                                                .gamma = o.gamma, .schedule = kind, .threshold = o.threshold,
-                                               .step_cost = &step_cost, .rescale_step_cost = true});
+                                               .step_cost = &step_cost, .rescale_step_cost = !o.fixed_profile});
   const int64_t n_requests = std::max(o.min_requests, concurrency * o.requests_per_client);
   int64_t submitted = 0;
   auto submit_next = [&] {

@@ -28,6 +28,7 @@ struct ServeOptions {
   int64_t max_tokens = 128;
   int64_t gamma = 7;
   double threshold = 0.5;           // `threshold` schedule
+  bool fixed_profile = false;       // plan with the profile as measured, not rescaled by the steps' times
   sampling::SamplingParams sampling{.temperature = 1.0};
   std::vector<int64_t> stop_ids;
   // Called after every engine step with the point's schedule and concurrency (the step log).

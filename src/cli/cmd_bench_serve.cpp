@@ -230,6 +230,9 @@ void register_bench_serve(CLI::App& bench) {
           ->capture_default_str());
   in_process_only.push_back(
       cmd->add_option("--sps", a->sps_file, "step-cost profile from `dspark profile --out` (default: the cached one)"));
+  in_process_only.push_back(cmd->add_flag("--fixed-profile", a->options.fixed_profile,
+                                          "plan with the step-cost profile as measured; by default the engine "
+                                          "rescales it by its steps' own times (docs/engine.md)"));
   in_process_only.push_back(add_dtype_option(cmd, a->dtype));
   in_process_only.push_back(add_kv_cache_dtype_option(cmd, a->kv_cache_dtype));
   in_process_only.push_back(cmd->add_option(
