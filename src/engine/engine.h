@@ -85,6 +85,8 @@ class Engine {
   const EngineStats& stats() const { return stats_; }
   const StepTiming& last_step() const { return last_step_; }
   const schedule::VerificationPolicy& policy() const { return policy_; }
+  // The profile's rescaling (null unless options.rescale_step_cost and a profile were given).
+  const StepCostDrift* step_cost_drift() const { return drift_.get(); }
   // Committed positions over all KV slots' positions, in [0, 1] (vLLM's kv_cache_usage_perc).
   double kv_cache_usage() const;
 

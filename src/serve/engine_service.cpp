@@ -160,12 +160,15 @@ void EngineService::run_step() {
     it->second.channel->finish(std::move(o));
     tracked_.erase(it);
   }
+  const engine::StepCostDrift* drift = engine_.step_cost_drift();
   metrics_.on_step({.stats = engine_.stats(),
                     .estimate = engine_.policy().last_estimate(),
                     .running = engine_.n_active(),
                     .waiting = engine_.n_waiting(),
                     .kv_usage = engine_.kv_cache_usage(),
-                    .new_tokens = tokens_this_step_});
+                    .new_tokens = tokens_this_step_,
+                    .draft_cost_scale = drift ? drift->draft_scale() : 1.0,
+                    .verify_cost_scale = drift ? drift->verify_scale() : 1.0});
 }
 
 // A step that throws is the server's fault, not one request's: every request in flight ends with

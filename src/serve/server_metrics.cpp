@@ -198,7 +198,12 @@ std::string ServerMetrics::prometheus() const {
   gauge("dspark:verification_budget_per_step", "Draft tokens verified per request per step, over the last second.",
         last_second.budget_per_step);
   gauge("dspark:draft_time_share", "Share of step time spent drafting, over the last second.", last_second.draft_share);
-  gauge("dspark:sps_estimate", "The profiled steps per second SPS(B) of the last scheduled step's B.", last_.estimate.sps);
+  gauge("dspark:sps_estimate", "The steps per second SPS(B) the last step was planned with (its B; the profile rescaled).",
+        last_.estimate.sps);
+  gauge("dspark:draft_cost_scale", "Measured / profiled time of the drafting call, median of the last 31 steps.",
+        last_.draft_cost_scale);
+  gauge("dspark:verify_cost_scale", "Measured / profiled time of the rest of a step, median of the last 31 steps.",
+        last_.verify_cost_scale);
   gauge("dspark:capacity_k", "dspark-async's verification capacity K of the last step (-1: other schedules).",
         static_cast<double>(last_.estimate.capacity));
   counter("dspark:engine_steps_total", "Engine steps.", static_cast<double>(last_.stats.steps));

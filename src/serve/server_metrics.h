@@ -58,6 +58,8 @@ struct StepSample {
   int64_t running = 0, waiting = 0;
   double kv_usage = 0;
   int64_t new_tokens = 0;     // output tokens committed in the step
+  // The factors the engine scales its step-cost profile by (engine/step_cost_drift.h); 1 without.
+  double draft_cost_scale = 1, verify_cost_scale = 1;
 };
 
 class ServerMetrics {

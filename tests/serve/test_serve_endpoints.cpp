@@ -87,7 +87,8 @@ TEST_F(ServeEndpoints, MetricsStatsAndDashboard) {
                            "vllm:request_queue_time_seconds_bucket", "vllm:spec_decode_num_drafts_total",
                            "vllm:spec_decode_num_draft_tokens_total", "vllm:spec_decode_num_accepted_tokens_total",
                            "vllm:spec_decode_num_accepted_tokens_per_pos_total", "dspark:verification_budget_per_step",
-                           "dspark:draft_time_share", "dspark:sps_estimate", "dspark:capacity_k"})
+                           "dspark:draft_time_share", "dspark:sps_estimate", "dspark:capacity_k",
+                           "dspark:draft_cost_scale", "dspark:verify_cost_scale"})
     EXPECT_NE(metrics->body.find(std::string("\n") + name), std::string::npos) << name;
   EXPECT_GE(server_->metric("vllm:generation_tokens_total").value_or(0), 1);
   const json stats = get_json(c, "/stats");
