@@ -16,4 +16,6 @@ void set_num_threads(int n) {
 
 int num_threads() { return omp_get_max_threads(); }
 
+void release_idle_threads() { omp_pause_resource_all(omp_pause_soft); }
+
 }  // namespace dspark::model

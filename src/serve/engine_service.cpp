@@ -50,6 +50,7 @@ EngineService::EngineService(model::Transformer& target, draft::Drafter* drafter
   // OpenMP's thread count is per thread: a new thread starts from the runtime's default, not from
   // what --threads set on the main thread, so the engine thread sets it again.
   const int threads = model::num_threads();
+  model::release_idle_threads();
   thread_ = std::thread([this, threads] {
     model::set_num_threads(threads);
     loop();
