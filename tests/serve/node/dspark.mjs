@@ -75,7 +75,10 @@ async function waitForHealth(url, deadline) {
 // for GET /health to answer 200. Returns {url, output(), stop()}.
 export async function startServer(extraArgs = []) {
   const args = ["serve", "--model", modelDir, "--host", "127.0.0.1", "--port", "0", ...extraArgs];
-  const child = spawn(binary, args, { cwd: sourceDir, stdio: ["ignore", "pipe", "pipe"] });
+  // Sleeping OpenMP workers, as in server_process.h: the suite runs two test processes at once,
+  // and these tests time the server's protocol, not its speed.
+  const env = { OMP_WAIT_POLICY: "passive", ...process.env };
+  const child = spawn(binary, args, { cwd: sourceDir, env, stdio: ["ignore", "pipe", "pipe"] });
   running.add(child);
   const output = [];
   const exited = new Promise((resolve) => child.on("exit", resolve));
