@@ -6,6 +6,7 @@
 // With --url it drives an OpenAI-compatible server over HTTP instead (bench/http_serve_bench.h):
 // the same prompts, request seeds and aggregate / per-user throughput, plus vLLM's latency
 // measures; the in-process flags (model, drafter, schedule) then belong to the server.
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -78,8 +79,16 @@ void run_bench_serve(const BenchServeArgs& a) {
     o.gamma = resolve_gamma(o.gamma, *drafter);
   }
   // Profiled at this workload's typical context: a step's cost grows with the positions it attends to.
-  const engine::StepCost cost = load_or_profile_step_cost(a.sps_file, target, drafter.get(), dir, a.draft_dir, max_c,
-                                                          o.gamma, engine::typical_context(prompts, o.max_tokens));
+  // Only the dspark schedules plan with it; for the others it would only fill the cost-model column,
+  // not worth a profile's minutes (--sps FILE gives that column anyway).
+  const bool needs_profile = std::any_of(kinds.begin(), kinds.end(), schedule::needs_sps_table);
+  engine::StepCost cost;
+  if (needs_profile || !a.sps_file.empty())
+    cost = load_or_profile_step_cost(a.sps_file, target, drafter.get(), dir, a.draft_dir, max_c, o.gamma,
+                                     engine::typical_context(prompts, o.max_tokens));
+  else
+    std::fprintf(stderr, "bench serve: no schedule here plans with the step-cost profile; not measuring one "
+                         "(the cost-model column stays empty; --sps FILE fills it)\n");
   std::ofstream step_log;
   if (!a.step_log.empty()) {
     step_log.open(a.step_log);
