@@ -53,9 +53,9 @@ class StepCostDrift {
   schedule::SpsTable sps_for(int64_t n_requests) const {
     return profile_.sps_for(n_requests, draft_scale_, verify_scale_);
   }
-  // Takes one finished step's times (a step with a prefill chunk is not what the profile
-  // measured and is skipped; so is one past the profile's range). Returns whether a factor has moved more than 2% since the last
-  // call that returned true, i.e. whether SPS tables built since then are out of date.
+  // Takes one finished step's times (a step with a prefill chunk is not what the profile measured
+  // and is skipped; so is one past the profile's range). Returns whether a factor has moved more
+  // than 2% since the last call that returned true, i.e. whether SPS tables built since are stale.
   bool observe(const StepTiming& step);
 
  private:

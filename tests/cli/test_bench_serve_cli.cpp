@@ -18,15 +18,12 @@ namespace fs = std::filesystem;
 
 TEST(BenchServeCli, SchedulesWithoutTheProfileMeasureNone) {
   test::TempDir cache;
-  const char* old = std::getenv("DSPARK_CACHE");
-  const std::string saved = old ? old : "";
-  setenv("DSPARK_CACHE", cache.path().c_str(), 1);
+  const test::ScopedEnv cache_dir("DSPARK_CACHE", cache.str());
   const std::string source = DSPARK_SOURCE_DIR;
   const test::CommandResult r = test::run_dspark(
       "--threads 1 bench serve --target " + source + "/models/tiny-target-8l --draft " + source +
       "/models/tiny-target-8l-dspark --schedule none,mtp1 --concurrency 1 --repeats 1 --limit 4 --max-tokens 4 "
       "--prompts " + (test::shared_dir() / "data/chat/vicuna_bench/question.jsonl").string() + " --json");
-  if (old) setenv("DSPARK_CACHE", saved.c_str(), 1); else unsetenv("DSPARK_CACHE");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("not measuring one"), std::string::npos) << r.err;
   EXPECT_TRUE(fs::is_empty(cache.path()));  // no profile measured or cached

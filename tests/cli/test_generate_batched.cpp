@@ -17,15 +17,12 @@ namespace fs = std::filesystem;
 
 TEST(GenerateBatched, ProfilesOnFirstUseWithAShortRequest) {
   test::TempDir cache;
-  const char* old = std::getenv("DSPARK_CACHE");
-  const std::string saved = old ? old : "";
-  setenv("DSPARK_CACHE", cache.path().c_str(), 1);
+  const test::ScopedEnv cache_dir("DSPARK_CACHE", cache.str());
   const std::string source = DSPARK_SOURCE_DIR;
   const test::CommandResult r = test::run_dspark(
       "--threads 1 generate --model " + source + "/models/tiny-target-8l --draft " + source +
       "/models/tiny-target-8l-dspark --prompt Hi --chat --max-tokens 8 --num-samples 2 --concurrency 2 "
       "--schedule dspark-async --temperature 0 --json");
-  if (old) setenv("DSPARK_CACHE", saved.c_str(), 1); else unsetenv("DSPARK_CACHE");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::istringstream lines(r.out);
   int samples = 0;
