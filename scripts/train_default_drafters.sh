@@ -2,7 +2,8 @@
 # Trains the default target's drafters with our own pipeline, after scripts/train_default_model.sh:
 # the target's own answers to the corpus's train conversations (`data regenerate`, DeepSpec's Qwen3
 # sampling), then DSpark, DFlash and EAGLE-3 drafters on them (bf16 autocast where the CPU has
-# bf16 dot products), each installed as models/target-20l-METHOD/, then the DSpark drafter's STS
+# bf16 dot products), each installed as models/target-20l-METHOD/, then the DSpark drafter's
+# confidence head refitted on its own T = 1 rollouts (`train confidence`, 27 min) and its STS
 # calibration (sts.json beside it).
 # Usage: scripts/train_default_drafters.sh [RUN_DIR]   (default: runs/, ignored by git)
 # DSpark and DFlash train two epochs (56 and 50 min on a 2-core Zen 5: the second epoch took
@@ -31,5 +32,11 @@ for method in dspark dflash eagle3; do
   mkdir -p "$dest"
   cp "$run/drafter-20l-$method"/model/* "$dest/"
 done
+# The confidence head, refitted on rollouts of 2000 training prompts; the other tensors are unchanged.
+if [ ! -f models/target-20l-dspark/confidence_refit.json ]; then
+  build/dspark train confidence --target "$target" --draft models/target-20l-dspark --corpus "$run/corpus" \
+    --limit 2000 --out "$run/drafter-20l-dspark-confidence"
+  cp "$run/drafter-20l-dspark-confidence"/{model.safetensors,confidence_refit.json} models/target-20l-dspark/
+fi
 build/dspark calibrate --target "$target" --draft models/target-20l-dspark --corpus "$run/corpus" --limit 100 \
   --plot models/target-20l-dspark/reliability.svg

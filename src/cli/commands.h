@@ -33,6 +33,7 @@ void register_bench_serve(CLI::App& bench);
 void register_train_tokenizer(CLI::App& train);
 void register_train_target(CLI::App& train);
 void register_train_drafter(CLI::App& train);
+void register_train_confidence(CLI::App& train);
 
 // data subcommands beyond `corpus`, registered on the `data` app by register_data
 void register_data_regenerate(CLI::App& data);

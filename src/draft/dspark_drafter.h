@@ -46,6 +46,8 @@ class DSparkDrafter : public ModelDrafter {
   // Set by propose() for each request when tracing is on (tests, `dspark draft`).
   void set_tracing(bool on) { tracing_ = on; }
   const std::vector<BlockTrace>& last_traces() const { return traces_; }
+  // The network itself (its heads' weights), for refitting the confidence head on rollouts.
+  const DSparkNetwork& network() const { return network_; }
 
  private:
   DSparkDrafter(DraftConfig config, const model::Transformer& target, const DrafterLoadOptions& options,
