@@ -1,6 +1,7 @@
 #include "calibrate/sts.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <string>
 
@@ -213,6 +214,20 @@ std::vector<StsPositionReport> sts_report(std::span<const Round> rounds, std::sp
     out.push_back(rep);
   }
   return out;
+}
+
+StsMeans sts_means(std::span<const StsPositionReport> positions) {
+  StsMeans m;
+  double weight = 0;
+  for (const StsPositionReport& p : positions) {
+    if (p.n == 0) continue;
+    const double w = static_cast<double>(p.n);
+    m.ece_before += w * p.ece_before, m.ece_after += w * p.ece_after, weight += w;
+    if (!std::isnan(p.auc_after)) m.auc_after += w * p.auc_after;
+    if (!std::isnan(p.auc_exact)) m.auc_exact += w * p.auc_exact;
+  }
+  m.ece_before /= weight, m.ece_after /= weight, m.auc_after /= weight, m.auc_exact /= weight;
+  return m;
 }
 
 }  // namespace dspark::calibrate

@@ -90,4 +90,11 @@ struct StsPositionReport {
 // temperatures: [n_positions]; one report per position.
 std::vector<StsPositionReport> sts_report(std::span<const Round> rounds, std::span<const double> temperatures);
 
+// The reports' metrics averaged over positions, weighted by their rounds (positions without
+// rounds left out); a NaN AUC adds nothing but keeps its weight. NaN when no position has rounds.
+struct StsMeans {
+  double ece_before = 0.0, ece_after = 0.0, auc_after = 0.0, auc_exact = 0.0;
+};
+StsMeans sts_means(std::span<const StsPositionReport> positions);
+
 }  // namespace dspark::calibrate

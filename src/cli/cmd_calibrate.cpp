@@ -40,17 +40,7 @@ struct CalibrateArgs {
 std::vector<std::string> held_out_prompts(const CalibrateArgs& a) {
   if (a.corpus_dir.empty() == a.prompts.empty()) throw Error("calibrate: give exactly one of --corpus and --prompts");
   if (!a.prompts.empty()) return bench::read_prompts(a.prompts, "turns", a.limit);
-  std::vector<std::string> prompts;
-  train::for_each_record(fs::path(a.corpus_dir) / "valid.jsonl", [&](train::Record&& r) {
-    if (r.is_raw_text() || (a.limit > 0 && static_cast<int64_t>(prompts.size()) >= a.limit)) return;
-    for (const train::Message& m : r.messages)
-      if (m.role == "user") {
-        prompts.push_back(m.content);
-        return;
-      }
-  });
-  if (prompts.empty()) throw Error(a.corpus_dir + "/valid.jsonl: no conversations");
-  return prompts;
+  return train::first_user_turns(fs::path(a.corpus_dir) / "valid.jsonl", a.limit);
 }
 
 // The drafting steps' raw confidences as logits, with how many drafts were accepted.
@@ -94,20 +84,18 @@ void run(CalibrateArgs a) {
   // any confidence head on these rounds.
   std::printf("| position | rounds | acceptance | temperature | ECE before | ECE after | AUC before | AUC after | AUC exact |\n");
   std::printf("|---|---|---|---|---|---|---|---|---|\n");
-  double ece_before = 0, ece_after = 0, auc_after = 0, auc_exact = 0, weight = 0;
+  bool any = false;
   for (const auto& r : report) {
     if (r.n == 0) continue;
+    any = true;
     std::printf("| %d | %lld | %.3f | %.3f | %.4f | %.4f | %.3f | %.3f | %.3f |\n", r.position + 1,
                 static_cast<long long>(r.n), r.label_mean, temperatures[r.position], r.ece_before, r.ece_after,
                 r.auc_before, r.auc_after, r.auc_exact);
-    const double w = static_cast<double>(r.n);
-    ece_before += w * r.ece_before, ece_after += w * r.ece_after, weight += w;
-    if (!std::isnan(r.auc_after)) auc_after += w * r.auc_after;
-    if (!std::isnan(r.auc_exact)) auc_exact += w * r.auc_exact;
   }
-  if (weight > 0) {
+  if (any) {
+    const calibrate::StsMeans m = calibrate::sts_means(report);
     std::printf("\nmean over positions (weighted by rounds): ECE %.4f -> %.4f, AUC %.3f (exact probabilities: %.3f)\n",
-                ece_before / weight, ece_after / weight, auc_after / weight, auc_exact / weight);
+                m.ece_before, m.ece_after, m.auc_after, m.auc_exact);
   }
   if (!a.dry_run) {
     calibrate::write_sts_file(a.draft_dir,

@@ -6,6 +6,7 @@
 // OUT receives the drafter with the new head; calibrate it with `dspark calibrate` afterwards.
 #include <cmath>
 #include <cstdio>
+#include <deque>
 #include <filesystem>
 #include <memory>
 
@@ -34,22 +35,6 @@ struct RefitArgs {
   bench::AcceptOptions options;
 };
 
-// The first user turn of each of the first `limit` conversations of the training split (the
-// drafter's data came from the same split; calibration and evaluation use other prompts).
-std::vector<std::string> training_prompts(const RefitArgs& a) {
-  std::vector<std::string> prompts;
-  train::for_each_record(fs::path(a.corpus_dir) / "train.jsonl", [&](train::Record&& r) {
-    if (r.is_raw_text() || static_cast<int64_t>(prompts.size()) >= a.limit) return;
-    for (const train::Message& m : r.messages)
-      if (m.role == "user") {
-        prompts.push_back(m.content);
-        return;
-      }
-  });
-  if (prompts.empty()) throw Error(a.corpus_dir + "/train.jsonl: no conversations");
-  return prompts;
-}
-
 fs::path chunk_file(const RefitArgs& a, int64_t chunk) {
   char name[32];
   std::snprintf(name, sizeof(name), "chunk-%05lld.pt", static_cast<long long>(chunk));
@@ -72,7 +57,8 @@ train::ConfidenceRollouts load_chunk(const fs::path& file) {
 // Rollouts of every chunk, run or loaded.
 train::ConfidenceRollouts collect_rollouts(const RefitArgs& a, model::Transformer& target, draft::DSparkDrafter& drafter,
                                            const tokenizer::Tokenizer& tok, const std::string& target_dir) {
-  const std::vector<std::string> prompts = training_prompts(a);
+  // The training split (the drafter's data came from it; calibration and evaluation use other prompts).
+  const std::vector<std::string> prompts = train::first_user_turns(fs::path(a.corpus_dir) / "train.jsonl", a.limit);
   const int64_t n = static_cast<int64_t>(prompts.size()), n_chunks = (n + a.chunk - 1) / a.chunk;
   fs::create_directories(fs::path(a.out_dir) / "rollouts");
   int64_t resumed = 0;
@@ -108,21 +94,22 @@ std::vector<calibrate::Round> sts_rounds(const train::ConfidenceRollouts& r, con
   std::vector<calibrate::Round> rounds;
   auto exact = r.exact.accessor<float, 2>();
   auto z = logits.accessor<float, 2>();
+  auto accepted = r.accepted.accessor<int64_t, 1>();
   for (int64_t i = 0; i < r.exact.size(0); ++i) {
     calibrate::Round round;
     for (int64_t k = 0; k < r.exact.size(1) && std::isfinite(exact[i][k]); ++k) {
       round.logits.push_back(z[i][k]);
       round.exact.push_back(exact[i][k]);
     }
-    round.accepted = static_cast<int>(r.accepted[i].item<int64_t>());
+    round.accepted = static_cast<int>(accepted[i]);
     if (!round.logits.empty()) rounds.push_back(std::move(round));
   }
   return rounds;
 }
 
 struct HeadReport {
-  double ece_after = 0, auc = 0, auc_exact = 0;
   std::vector<calibrate::StsPositionReport> positions;
+  calibrate::StsMeans mean;
 };
 
 HeadReport report_head(const train::ConfidenceRollouts& r, const torch::Tensor& logits, int n_positions) {
@@ -130,13 +117,7 @@ HeadReport report_head(const train::ConfidenceRollouts& r, const torch::Tensor& 
   const std::vector<double> temperatures = calibrate::fit_sts(rounds, n_positions);
   HeadReport out;
   out.positions = calibrate::sts_report(rounds, temperatures);
-  double weight = 0;
-  for (const auto& p : out.positions) {
-    if (p.n == 0) continue;
-    const double w = static_cast<double>(p.n);
-    out.ece_after += w * p.ece_after, out.auc += w * p.auc_after, out.auc_exact += w * p.auc_exact, weight += w;
-  }
-  out.ece_after /= weight, out.auc /= weight, out.auc_exact /= weight;
+  out.mean = calibrate::sts_means(out.positions);
   return out;
 }
 
@@ -151,8 +132,7 @@ void write_drafter(const RefitArgs& a, const train::ConfidenceFit& fit) {
     fs::copy_file(e.path(), fs::path(a.out_dir) / name, fs::copy_options::overwrite_existing);
   }
   const model::SafetensorsArchive archive = model::SafetensorsArchive::open(a.draft_dir);
-  std::vector<std::vector<uint16_t>> narrowed;
-  narrowed.reserve(2);
+  std::deque<std::vector<uint16_t>> narrowed;  // the head's narrowed values; a deque keeps them in place
   std::vector<model::TensorToWrite> tensors;
   for (const auto& [name, view] : archive.views()) {
     const torch::Tensor* fitted = name == "confidence_head.proj.weight" ? &fit.weight
@@ -186,6 +166,7 @@ nlohmann::json positions_json(const HeadReport& h) {
 
 void run(RefitArgs a) {
   if (a.chunk < 1) throw Error("--chunk must be at least 1");
+  if (a.limit < 1) throw Error("--limit must be at least 1");
   if (!(a.holdout_percent > 0 && a.holdout_percent < 100)) throw Error("--holdout-percent must be in (0, 100)");
   const std::string target_dir = a.target_dir.empty() ? default_model_dir() : a.target_dir;
   const std::optional<tokenizer::Tokenizer> tok = load_tokenizer_if_present(target_dir);
@@ -231,7 +212,8 @@ void run(RefitArgs a) {
                 o.label_mean, o.ece_after, p.ece_after, o.auc_after, p.auc_after, o.auc_exact);
   }
   std::printf("\nweighted over positions: ECE after STS %.4f -> %.4f, AUC %.3f -> %.3f (exact probabilities: %.3f)\n",
-              before.ece_after, after.ece_after, before.auc, after.auc, before.auc_exact);
+              before.mean.ece_after, after.mean.ece_after, before.mean.auc_after, after.mean.auc_after,
+              before.mean.auc_exact);
   std::printf("eq. 11 loss on the held-out slots: %.4f -> %.4f (fit: %.4f after %d Newton steps)\n", bce_old, bce_new,
               fit.loss, fit.iterations);
 
@@ -248,8 +230,9 @@ void run(RefitArgs a) {
                                  {"l2", a.l2},
                                  {"newton_steps", fit.iterations},
                                  {"held_out_loss", {{"old", bce_old}, {"new", bce_new}}},
-                                 {"held_out_ece_after_sts", {{"old", before.ece_after}, {"new", after.ece_after}}},
-                                 {"held_out_auc", {{"old", before.auc}, {"new", after.auc}, {"exact", before.auc_exact}}},
+                                 {"held_out_ece_after_sts", {{"old", before.mean.ece_after}, {"new", after.mean.ece_after}}},
+                                 {"held_out_auc",
+                                  {{"old", before.mean.auc_after}, {"new", after.mean.auc_after}, {"exact", before.mean.auc_exact}}},
                                  {"held_out_positions_old", positions_json(before)},
                                  {"held_out_positions_new", positions_json(after)}});
   std::printf("wrote %s (the drafter with the refitted head; calibrate it with `dspark calibrate`)\n", a.out_dir.c_str());

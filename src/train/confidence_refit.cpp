@@ -20,7 +20,7 @@ std::vector<draft::DraftBlock> RolloutRecorder::propose(const std::vector<draft:
     const int64_t n = static_cast<int64_t>(blocks[r].tokens.size());
     if (n == 0) continue;  // the engine's round for it has no confidences either (take() skips it)
     Proposal p;
-    p.hidden = drafter_.last_traces()[r].hidden.narrow(0, 0, n).to(torch::kFloat32).clone();
+    p.hidden = drafter_.last_traces()[r].hidden.narrow(0, 0, n).to(torch::kFloat32, /*non_blocking=*/false, /*copy=*/true);
     p.prev.push_back(requests[r].anchor);  // x_{-1}: the anchor
     for (int64_t k = 0; k + 1 < n; ++k) p.prev.push_back(blocks[r].tokens[k]);
     p.prev.resize(n);
@@ -32,9 +32,9 @@ std::vector<draft::DraftBlock> RolloutRecorder::propose(const std::vector<draft:
 ConfidenceRollouts RolloutRecorder::take(const std::vector<engine::DraftRound>& all_rounds, int64_t gamma) {
   // A step that drafts nothing (the request's last token: gamma 0) still reports a round, with no
   // confidences and nothing verified; only rounds with a proposal pair with the recording.
-  std::vector<engine::DraftRound> rounds;
+  std::vector<const engine::DraftRound*> rounds;
   for (const engine::DraftRound& r : all_rounds)
-    if (!r.confidence.empty()) rounds.push_back(r);
+    if (!r.confidence.empty()) rounds.push_back(&r);
   if (rounds.size() != proposals_.size())
     throw Error("confidence refit: " + std::to_string(proposals_.size()) + " proposals recorded but the engine reported " +
                 std::to_string(rounds.size()) + " rounds");
@@ -47,13 +47,13 @@ ConfidenceRollouts RolloutRecorder::take(const std::vector<engine::DraftRound>& 
   for (int64_t i = 0; i < n; ++i) {
     const Proposal& p = proposals_[i];
     const int64_t slots = std::min<int64_t>(static_cast<int64_t>(p.prev.size()), gamma);
-    const std::vector<float>& e = rounds[i].exact_acceptance;
+    const std::vector<float>& e = rounds[i]->exact_acceptance;
     if (static_cast<int64_t>(e.size()) > slots)
       throw Error("confidence refit: round " + std::to_string(i) + " verified more slots than were drafted");
     if (slots > 0) out.hidden[i].narrow(0, 0, slots).copy_(p.hidden.narrow(0, 0, slots));
     for (int64_t k = 0; k < slots; ++k) prev[i][k] = p.prev[k];
     for (size_t k = 0; k < e.size(); ++k) exact[i][static_cast<int64_t>(k)] = e[k];
-    out.accepted[i] = rounds[i].accepted;
+    out.accepted[i] = rounds[i]->accepted;
   }
   proposals_.clear();
   return out;

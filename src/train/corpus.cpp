@@ -703,6 +703,20 @@ std::vector<Record> read_records(const fs::path& file) {
   return records;
 }
 
+std::vector<std::string> first_user_turns(const fs::path& file, int64_t limit) {
+  std::vector<std::string> turns;
+  for_each_record(file, [&](Record&& r) {
+    if (r.is_raw_text() || (limit > 0 && static_cast<int64_t>(turns.size()) >= limit)) return;
+    for (const Message& m : r.messages)
+      if (m.role == "user") {
+        turns.push_back(m.content);
+        return;
+      }
+  });
+  if (turns.empty()) throw Error(file.string() + ": no conversations");
+  return turns;
+}
+
 void write_corpus(const Corpus& corpus, const fs::path& out_dir) {
   std::error_code ec;
   fs::create_directories(out_dir, ec);

@@ -105,6 +105,9 @@ Record parse_record(std::string_view line, const std::string& origin);
 // Calls on_record(Record&&) for each line of a train.jsonl / valid.jsonl file.
 void for_each_record(const std::filesystem::path& file, const std::function<void(Record&&)>& on_record);
 std::vector<Record> read_records(const std::filesystem::path& file);
+// The first user turn of each conversation of a train.jsonl / valid.jsonl file, at most `limit`
+// of them (0: all); raw-text records are skipped. Throws dspark::Error naming the file when none.
+std::vector<std::string> first_user_turns(const std::filesystem::path& file, int64_t limit);
 
 // The standard library directory of the machine's Python 3, or nullopt when none is found.
 std::optional<std::filesystem::path> find_python_stdlib();

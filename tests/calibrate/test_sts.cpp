@@ -217,5 +217,20 @@ TEST(Sts, ExactProbabilitiesGiveTheCeilingAuc) {
   EXPECT_TRUE(std::isnan(sts_report(rounds, unit)[0].auc_exact));
 }
 
+// Weighted by rounds (100 and 300): ECE (0.1, 0.2) -> 0.175; a NaN AUC adds nothing but keeps its
+// weight, so AUC (0.8, NaN) -> 0.2; a position without rounds is left out.
+TEST(StsMeans, WeighPositionsByTheirRounds) {
+  StsPositionReport a, b, empty;
+  a.n = 100, a.ece_before = 0.1, a.ece_after = 0.05, a.auc_after = 0.8, a.auc_exact = 0.9;
+  b.n = 300, b.ece_before = 0.2, b.ece_after = 0.01, b.auc_after = std::nan(""), b.auc_exact = 0.7;
+  empty.ece_before = 5.0;
+  const std::vector<StsPositionReport> reports = {a, b, empty};
+  const StsMeans m = sts_means(reports);
+  EXPECT_NEAR(m.ece_before, 0.175, 1e-12);
+  EXPECT_NEAR(m.ece_after, 0.02, 1e-12);
+  EXPECT_NEAR(m.auc_after, 0.2, 1e-12);
+  EXPECT_NEAR(m.auc_exact, 0.75, 1e-12);
+}
+
 }  // namespace
 }  // namespace dspark::calibrate
