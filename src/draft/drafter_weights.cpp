@@ -27,14 +27,16 @@ torch::Tensor shared_or_stored(const model::SafetensorsArchive& archive, const s
   throw Error(dir + ": " + name + " differs from the target's (this drafter was trained for another target)");
 }
 
-DrafterWeights::DrafterWeights(const std::string& dir, const model::Transformer& target, model::WeightDType weight_dtype)
+DrafterWeights::DrafterWeights(const std::string& dir, const model::Transformer& target, model::WeightDType weight_dtype,
+                               kernels::Bf16Math bf16_math)
     : dir_(dir),
       target_(target),
       archive_(model::SafetensorsArchive::open(dir)),
       // A drafter keeps its checkpoint's precision beside a quantized target (its network is small).
       matrix_dtype_(model::weight_scalar_type(
           weight_dtype == model::WeightDType::kAuto || model::is_quantized(weight_dtype) ? model::stored_weight_dtype(archive_)
-                                                                                        : weight_dtype)) {}
+                                                                                        : weight_dtype)),
+      bf16_math_(bf16_math) {}
 
 namespace {
 
@@ -58,7 +60,9 @@ torch::Tensor DrafterWeights::vector(const std::string& name, const std::vector<
 
 model::DecoderLayer DrafterWeights::layer(const std::string& prefix, const model::ModelConfig& config,
                                           int64_t attention_input) const {
-  return model::load_decoder_layer(archive_, prefix, config, matrix_dtype_, target_.device(), attention_input);
+  model::DecoderLayer layer = model::load_decoder_layer(archive_, prefix, config, matrix_dtype_, target_.device(), attention_input);
+  for (model::Linear* linear : {&layer.qkv, &layer.o_proj, &layer.gate_up, &layer.down}) linear->bf16_math = bf16_math_;
+  return layer;
 }
 
 torch::Tensor DrafterWeights::embed() const {

@@ -21,6 +21,11 @@ struct DrafterLoadOptions {
   // default): tests compare the two executions of one network. A target on its tensor-ops path
   // (model::Kernels::kTensorOps, the code a GPU runs) takes its drafters there too.
   bool force_tensor_ops = false;
+  // How the network's bf16 matrices multiply on the CPU (kernels::Bf16Math). A drafter's numerics
+  // only shape its proposals, and verification keeps the output exact whatever they are, so it
+  // takes bf16 dot products (activations rounded to bf16 as in bf16 training; about a quarter off
+  // a drafting call). kExact reproduces an f32 reference to rounding (the conformance tests).
+  kernels::Bf16Math bf16_math = kernels::Bf16Math::kDotBf16;
 };
 class WeightSource {
  public:
@@ -37,6 +42,8 @@ class WeightSource {
   // stored copies of them (shared_or_stored).
   virtual torch::Tensor embed() const = 0;
   virtual torch::Tensor lm_head() const = 0;
+  // The bf16 math the network's Linear layers run with (DrafterLoadOptions::bf16_math).
+  virtual kernels::Bf16Math bf16_math() const { return kernels::Bf16Math::kExact; }
 };
 
 // The embedding / LM head a drafter uses. DeepSpec stores frozen bf16 copies of the target's
@@ -55,19 +62,22 @@ torch::Tensor shared_or_stored(const model::SafetensorsArchive& archive, const s
 // model::stored_weight_dtype resolves it), vectors in f32.
 class DrafterWeights : public WeightSource {
  public:
-  DrafterWeights(const std::string& dir, const model::Transformer& target, model::WeightDType weight_dtype);
+  DrafterWeights(const std::string& dir, const model::Transformer& target, model::WeightDType weight_dtype,
+                 kernels::Bf16Math bf16_math = kernels::Bf16Math::kExact);
   torch::Tensor matrix(const std::string& name, const std::vector<int64_t>& shape) const override;
   torch::Tensor vector(const std::string& name, const std::vector<int64_t>& shape) const override;
   model::DecoderLayer layer(const std::string& prefix, const model::ModelConfig& config,
                             int64_t attention_input = 0) const override;
   torch::Tensor embed() const override;
   torch::Tensor lm_head() const override;
+  kernels::Bf16Math bf16_math() const override { return bf16_math_; }
 
  private:
   std::string dir_;
   const model::Transformer& target_;
   model::SafetensorsArchive archive_;
   torch::ScalarType matrix_dtype_;
+  kernels::Bf16Math bf16_math_;
 };
 
 }  // namespace dspark::draft

@@ -19,7 +19,7 @@ DSparkDrafter::DSparkDrafter(DraftConfig config, const model::Transformer& targe
 std::unique_ptr<DSparkDrafter> DSparkDrafter::load(const std::string& dir, const model::Transformer& target,
                                                    const DrafterLoadOptions& options) {
   DraftConfig config = load_checked_config(dir, target, /*eagle3=*/false);
-  const DrafterWeights weights(dir, target, options.weight_dtype);
+  const DrafterWeights weights(dir, target, options.weight_dtype, options.bf16_math);
   std::unique_ptr<DSparkDrafter> drafter(new DSparkDrafter(std::move(config), target, options, weights));
   if (drafter->config_.confidence_head)
     if (const auto temperatures = calibrate::read_sts_temperatures(dir))

@@ -22,6 +22,7 @@ DSparkNetwork::DSparkNetwork(const DraftConfig& config, const WeightSource& weig
   const model::ModelConfig& c = config_.backbone;
   const int64_t d = c.hidden_size, m = static_cast<int64_t>(config_.target_layer_ids.size());
   fc_.weight = weights.matrix("fc.weight", {d, m * d});
+  fc_.bf16_math = lm_head_.bf16_math = weights.bf16_math();
   hidden_norm_ = weights.vector("hidden_norm.weight", {d});
   for (int64_t l = 0; l < c.n_layers; ++l) layers_.push_back(weights.layer("layers." + std::to_string(l) + ".", c));
   norm_ = weights.vector("norm.weight", {d});
@@ -37,8 +38,9 @@ torch::Tensor DSparkNetwork::context_kv_rows(int64_t l, const torch::Tensor& con
   const model::ModelConfig& c = config_.backbone;
   const model::DecoderLayer& layer = layers_[l];
   const int64_t q_dim = c.n_heads * c.head_dim, kv_dim = c.n_kv_heads * c.head_dim;
-  const model::Linear kv_proj{layer.qkv.weight.narrow(0, q_dim, 2 * kv_dim),
-                              layer.qkv.bias.defined() ? layer.qkv.bias.narrow(0, q_dim, 2 * kv_dim) : torch::Tensor()};
+  model::Linear kv_proj{layer.qkv.weight.narrow(0, q_dim, 2 * kv_dim),
+                        layer.qkv.bias.defined() ? layer.qkv.bias.narrow(0, q_dim, 2 * kv_dim) : torch::Tensor()};
+  kv_proj.bf16_math = layer.qkv.bf16_math;
   return kv_proj.forward(context);
 }
 

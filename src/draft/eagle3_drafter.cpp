@@ -16,7 +16,7 @@ Eagle3Drafter::Eagle3Drafter(DraftConfig config, const model::Transformer& targe
 std::unique_ptr<Eagle3Drafter> Eagle3Drafter::load(const std::string& dir, const model::Transformer& target,
                                                    const DrafterLoadOptions& options) {
   DraftConfig config = load_checked_config(dir, target, /*eagle3=*/true);
-  const DrafterWeights weights(dir, target, options.weight_dtype);
+  const DrafterWeights weights(dir, target, options.weight_dtype, options.bf16_math);
   return std::unique_ptr<Eagle3Drafter>(new Eagle3Drafter(std::move(config), target, options, weights));
 }
 

@@ -1,5 +1,7 @@
 #include "model/linear.h"
 
+#include <algorithm>
+
 #include "common/error.h"
 
 namespace dspark::model {
@@ -13,12 +15,20 @@ kernels::WeightDType kernel_weight_dtype(const torch::Tensor& weight) {
   }
 }
 
-bool uses_small_batch_kernel(const torch::Tensor& x, const torch::Tensor& weight) {
-  const bool needs_grad = torch::GradMode::is_enabled() && (x.requires_grad() || weight.requires_grad());
-  return x.is_cpu() && weight.is_cpu() && !needs_grad && x.dim() == 2 && x.size(0) <= kSmallBatchRows &&
-         (weight.scalar_type() == torch::kFloat32 || weight.scalar_type() == torch::kBFloat16 ||
-          weight.scalar_type() == torch::kFloat16);
+namespace {
+
+bool kernel_dtype(const torch::Tensor& weight) {
+  return weight.scalar_type() == torch::kFloat32 || weight.scalar_type() == torch::kBFloat16 ||
+         weight.scalar_type() == torch::kFloat16;
 }
+
+// The streaming kernel can serve x @ weight^T: CPU tensors, no autograd, a kernel dtype.
+bool kernel_call(const torch::Tensor& x, const torch::Tensor& weight) {
+  const bool needs_grad = torch::GradMode::is_enabled() && (x.requires_grad() || weight.requires_grad());
+  return x.is_cpu() && weight.is_cpu() && !needs_grad && x.dim() == 2 && kernel_dtype(weight);
+}
+
+}  // namespace
 
 torch::Tensor Linear::forward(const torch::Tensor& x) const {
   if (quantized.defined()) {
@@ -33,16 +43,22 @@ torch::Tensor Linear::forward(const torch::Tensor& x) const {
     }
     return bias.defined() ? y.add_(bias) : y;
   }
-  if (!tensor_ops && uses_small_batch_kernel(x, weight)) {
-    torch::Tensor xc = x.contiguous();
+  if (!tensor_ops && kernel_call(x, weight) &&
+      (x.size(0) <= kSmallBatchRows || weight.scalar_type() != torch::kFloat32)) {
+    const torch::Tensor xc = x.contiguous();
     torch::Tensor y = torch::empty({xc.size(0), n_out()}, xc.options());
-    kernels::linear_small(xc.data_ptr<float>(), xc.size(0), n_in(), weight.data_ptr(), kernel_weight_dtype(weight),
-                          n_out(), y.data_ptr<float>());
+    const float* x_rows = xc.data_ptr<float>();
+    float* y_rows = y.data_ptr<float>();
+    for (int64_t row = 0; row < xc.size(0); row += kSmallBatchRows) {
+      const int64_t rows = std::min(kSmallBatchRows, xc.size(0) - row);
+      kernels::linear_small(x_rows + row * n_in(), rows, n_in(), weight.data_ptr(), kernel_weight_dtype(weight), n_out(),
+                            y_rows + row * n_out(), bf16_math);
+    }
     if (bias.defined()) y.add_(bias);
     return y;
   }
-  // Autograd, other devices, or more rows than the kernel is for: libtorch. Upcasting a bf16 or f16
-  // weight per call keeps the result exact.
+  // Autograd, other devices, or more rows of f32 weights than the kernel is for: libtorch.
+  // Upcasting a bf16 or f16 weight per call keeps the result exact.
   torch::Tensor w = weight.scalar_type() == torch::kFloat32 ? weight : weight.to(torch::kFloat32);
   return bias.defined() ? torch::linear(x, w, bias) : torch::linear(x, w);
 }

@@ -1,8 +1,11 @@
 // A linear layer whose weight is shared by two execution paths:
-//  - few rows (decode, verification) on the CPU: our streaming matrix-vector kernel, which reads
-//    each weight once for all rows at memory speed (libtorch's small-M GEMM does not);
-//  - more rows than kSmallBatchRows, autograd (training) or another device: libtorch.
-// Both accumulate in f32 with f32 activations, so the two paths agree to rounding.
+//  - on the CPU without autograd: our streaming matrix-vector kernel, which reads each weight once
+//    for all rows at memory speed (libtorch's small-M GEMM does not), in pieces of kSmallBatchRows
+//    rows when there are more and the weight is bf16 or f16 (libtorch would widen the whole matrix
+//    to f32 on every call first);
+//  - autograd (training), another device, or more rows of f32 weights: libtorch.
+// Both accumulate in f32 with f32 activations, so the two paths agree to rounding, unless the
+// layer asks for bf16 dot products (bf16_math), which only drafters do.
 #pragma once
 #include <torch/torch.h>
 
@@ -23,6 +26,10 @@ struct Linear {
   // Q8_0 / Q4_0 weights instead of `weight`: the quantized kernel for every row count on the CPU
   // (it streams each weight once for any m), the dequantized matrix under autograd.
   QuantizedWeight quantized;
+  // How the streaming kernel multiplies bf16 weights. kExact everywhere the result must equal an
+  // f32 matmul (the target); kDotBf16 (activations rounded to bf16, half the instructions) for a
+  // drafter's layers, whose numerics only shape proposals: verification keeps the output exact.
+  kernels::Bf16Math bf16_math = kernels::Bf16Math::kExact;
 
   // x: [n_rows, n_in] f32 -> [n_rows, n_out] f32
   torch::Tensor forward(const torch::Tensor& x) const;
@@ -31,10 +38,6 @@ struct Linear {
   // Replaces `weight` by its Q8_0 / Q4_0 quantization (name: for error messages).
   void quantize(kernels::QuantType type, const std::string& name);
 };
-
-// Whether the streaming kernel would serve this call (CPU, no autograd, few rows); Linear::forward
-// also needs tensor_ops off.
-bool uses_small_batch_kernel(const torch::Tensor& x, const torch::Tensor& weight);
 
 // The streaming kernel's name for a weight's dtype (f32, f16 or bf16; anything else asserts).
 kernels::WeightDType kernel_weight_dtype(const torch::Tensor& weight);

@@ -107,7 +107,8 @@ TEST(DSparkReference, BlockAfterSeveralCommitsMatchesAFromScratchReference) {
   for (bool tensor_ops : {false, true}) {
     SCOPED_TRACE(tensor_ops ? "libtorch ops" : "rows kernels");
     auto drafter = draft::DSparkDrafter::load(kDrafter.string(), target,
-                                              {.max_slots = 2, .capacity = 64, .force_tensor_ops = tensor_ops});
+                                              {.max_slots = 2, .capacity = 64, .force_tensor_ops = tensor_ops,
+                                               .bf16_math = kernels::Bf16Math::kExact});
     drafter->set_tracing(true);
 
     // Target features of a 20-token sequence; the drafter sees them in pieces as rounds would.

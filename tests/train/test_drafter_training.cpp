@@ -132,12 +132,15 @@ train::NamedTensors trained_looking_tensors(const model::Transformer& target, co
 }
 
 // The drafter `tensors` make, written in DeepSpec's layout to `path` and loaded for drafting (f32
-// weights, one slot), as the training models are compared against it.
+// weights, exact products on the stored bf16 LM head, one slot), as the training models are
+// compared against it.
 template <class DrafterT>
 std::unique_ptr<DrafterT> write_and_load(const draft::DraftConfig& config, const train::NamedTensors& tensors,
                                          const std::string& path, const model::Transformer& target) {
   draft::write_drafter(config, tensors, path);
-  return DrafterT::load(path, target, {.max_slots = 1, .capacity = 64, .weight_dtype = model::WeightDType::kF32});
+  return DrafterT::load(path, target,
+                        {.max_slots = 1, .capacity = 64, .weight_dtype = model::WeightDType::kF32,
+                         .bf16_math = kernels::Bf16Math::kExact});
 }
 
 // A greedy proposal of 4 drafts after the prompt ids[0, anchor) from the anchor ids[anchor], and

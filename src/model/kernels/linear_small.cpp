@@ -3,7 +3,6 @@
 
 #include <omp.h>
 
-#include <atomic>
 #include <memory>
 
 #include "common/error.h"
@@ -17,8 +16,6 @@ namespace {
 using linear_small_detail::ColumnsKernel;
 using linear_small_detail::PackX;
 using linear_small_detail::Problem;
-
-std::atomic<Bf16Math> g_bf16_math{Bf16Math::kExact};
 
 // Thread chunks start on multiples of 16 columns so that, for a 64-byte aligned y, no two threads
 // write the same cache line of y.
@@ -96,8 +93,8 @@ void run(const float* x, int64_t m, int64_t k, const void* w, WeightDType w_dtyp
 }  // namespace
 
 void linear_small(const float* x, int64_t m, int64_t k, const void* w, WeightDType w_dtype,
-                  int64_t n, float* y) {
-  run(x, m, k, w, w_dtype, n, y, n, false, bf16_math());
+                  int64_t n, float* y, Bf16Math math) {
+  run(x, m, k, w, w_dtype, n, y, n, false, math);
 }
 
 void linear_small_accumulate(const float* x, int64_t m, int64_t k, const void* w, WeightDType w_dtype,
@@ -105,9 +102,5 @@ void linear_small_accumulate(const float* x, int64_t m, int64_t k, const void* w
   DSPARK_ASSERT(ldy >= n);
   run(x, m, k, w, w_dtype, n, y, ldy, true, math);
 }
-
-void set_bf16_math(Bf16Math math) { g_bf16_math.store(math, std::memory_order_relaxed); }
-
-Bf16Math bf16_math() { return g_bf16_math.load(std::memory_order_relaxed); }
 
 }  // namespace dspark::kernels

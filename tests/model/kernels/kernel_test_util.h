@@ -9,20 +9,16 @@
 
 namespace dspark::kernels::testing {
 
-// Restores the ISA and bf16 math mode on scope exit, so one test's choice cannot leak into others.
+// Restores the ISA on scope exit, so one test's choice cannot leak into others.
 class DispatchGuard {
  public:
-  DispatchGuard() : isa_(current_isa()), math_(bf16_math()) {}
-  ~DispatchGuard() {
-    set_isa(isa_);
-    set_bf16_math(math_);
-  }
+  DispatchGuard() : isa_(current_isa()) {}
+  ~DispatchGuard() { set_isa(isa_); }
   DispatchGuard(const DispatchGuard&) = delete;
   DispatchGuard& operator=(const DispatchGuard&) = delete;
 
  private:
   Isa isa_;
-  Bf16Math math_;
 };
 
 inline std::vector<float> random_floats(size_t count, float lo, float hi, uint32_t seed) {

@@ -128,11 +128,11 @@ double max_scaled_error(const std::vector<float>& y, const Reference& ref) {
 }
 
 // Runs the kernel into a buffer with sentinels after the output, checking they survive.
-std::vector<float> run(const Shape& s, const Operands& o, WeightDType dtype) {
+std::vector<float> run(const Shape& s, const Operands& o, WeightDType dtype, Bf16Math math = Bf16Math::kExact) {
   constexpr float kSentinel = 12345.0f;
   constexpr int64_t kGuard = 16;
   std::vector<float> y(static_cast<size_t>(s.m * s.n + kGuard), kSentinel);
-  linear_small(o.x_ptr(), s.m, s.k, o.w(dtype), dtype, s.n, y.data());
+  linear_small(o.x_ptr(), s.m, s.k, o.w(dtype), dtype, s.n, y.data(), math);
   for (int64_t i = 0; i < kGuard; ++i) EXPECT_EQ(y[s.m * s.n + i], kSentinel) << "wrote past y";
   y.resize(static_cast<size_t>(s.m * s.n));
   return y;
@@ -152,11 +152,10 @@ TEST(LinearSmall, EveryIsaAndModeMatchesReference) {
     for (Isa isa : available_isas()) {
       set_isa(isa);
       for (Bf16Math math : {Bf16Math::kExact, Bf16Math::kDotBf16}) {
-        set_bf16_math(math);
         SCOPED_TRACE(describe(s) + " isa=" + isa_name(isa) +
                      (math == Bf16Math::kExact ? " exact" : " dot_bf16"));
-        EXPECT_LT(max_scaled_error(run(s, o, WeightDType::kF32), exact), kExactTolerance);
-        const std::vector<float> y_bf16 = run(s, o, WeightDType::kBF16);
+        EXPECT_LT(max_scaled_error(run(s, o, WeightDType::kF32, math), exact), kExactTolerance);
+        const std::vector<float> y_bf16 = run(s, o, WeightDType::kBF16, math);
         const bool dot = math == Bf16Math::kDotBf16 && isa >= Isa::kAvx512Bf16;
         if (dot) {
           EXPECT_LT(max_scaled_error(y_bf16, rounded_x), kExactTolerance);
@@ -197,11 +196,10 @@ TEST(LinearSmall, F16WeightsEqualF32MatmulOfTheSameValues) {
       for (Isa isa : available_isas()) {
         set_isa(isa);
         for (Bf16Math math : {Bf16Math::kExact, Bf16Math::kDotBf16}) {  // neither changes f16 math
-          set_bf16_math(math);
           SCOPED_TRACE(describe(s) + " isa=" + isa_name(isa));
-          const std::vector<float> y_f16 = run(s, o, WeightDType::kF16);
+          const std::vector<float> y_f16 = run(s, o, WeightDType::kF16, math);
           ASSERT_LT(max_scaled_error(y_f16, exact), kExactTolerance);
-          ASSERT_LT(max_scaled_error(run(s, o, WeightDType::kF32), exact), kExactTolerance);
+          ASSERT_LT(max_scaled_error(run(s, o, WeightDType::kF32, math), exact), kExactTolerance);
         }
       }
     }
@@ -301,13 +299,12 @@ TEST(LinearSmall, RowsAreBitwiseIndependentOfBatch) {
     for (Isa isa : available_isas()) {
       set_isa(isa);
       for (Bf16Math math : {Bf16Math::kExact, Bf16Math::kDotBf16}) {
-        set_bf16_math(math);
         for (WeightDType dtype : {WeightDType::kF32, narrow}) {
           SCOPED_TRACE(std::string(isa_name(isa)) + (math == Bf16Math::kExact ? " exact " : " dot ") + dtype_name(dtype));
-          const std::vector<float> batch = run(s, o, dtype);
+          const std::vector<float> batch = run(s, o, dtype, math);
           for (int64_t i = 0; i < s.m; ++i) {
             std::vector<float> single(s.n);
-            linear_small(o.x_ptr() + i * s.k, 1, s.k, o.w(dtype), dtype, s.n, single.data());
+            linear_small(o.x_ptr() + i * s.k, 1, s.k, o.w(dtype), dtype, s.n, single.data(), math);
             for (int64_t j = 0; j < s.n; ++j)
               ASSERT_EQ(single[j], batch[i * s.n + j]) << i << "," << j;
           }
