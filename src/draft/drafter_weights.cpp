@@ -4,6 +4,18 @@
 
 namespace dspark::draft {
 
+model::Linear WeightSource::linear(const std::string& name, const std::vector<int64_t>& shape) const {
+  model::Linear l{matrix(name, shape), {}};
+  l.bf16_math = bf16_math();
+  return l;
+}
+
+model::Linear WeightSource::lm_head_linear() const {
+  model::Linear l{lm_head(), {}};
+  l.bf16_math = bf16_math();
+  return l;
+}
+
 torch::Tensor shared_or_stored(const model::SafetensorsArchive& archive, const std::string& name,
                                const torch::Tensor& target_tensor, const std::string& dir,
                                double quantized_target_tolerance) {

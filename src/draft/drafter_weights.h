@@ -42,8 +42,13 @@ class WeightSource {
   // stored copies of them (shared_or_stored).
   virtual torch::Tensor embed() const = 0;
   virtual torch::Tensor lm_head() const = 0;
-  // The bf16 math the network's Linear layers run with (DrafterLoadOptions::bf16_math).
+  // The bf16 math the network's Linear layers run with (DrafterLoadOptions::bf16_math); layer()
+  // and the two Linear builders below give it to every Linear they return.
   virtual kernels::Bf16Math bf16_math() const { return kernels::Bf16Math::kExact; }
+
+  // matrix(name, shape) as a Linear without bias, and the LM head as one.
+  model::Linear linear(const std::string& name, const std::vector<int64_t>& shape) const;
+  model::Linear lm_head_linear() const;
 };
 
 // The embedding / LM head a drafter uses. DeepSpec stores frozen bf16 copies of the target's
@@ -63,7 +68,7 @@ torch::Tensor shared_or_stored(const model::SafetensorsArchive& archive, const s
 class DrafterWeights : public WeightSource {
  public:
   DrafterWeights(const std::string& dir, const model::Transformer& target, model::WeightDType weight_dtype,
-                 kernels::Bf16Math bf16_math = kernels::Bf16Math::kExact);
+                 kernels::Bf16Math bf16_math);
   torch::Tensor matrix(const std::string& name, const std::vector<int64_t>& shape) const override;
   torch::Tensor vector(const std::string& name, const std::vector<int64_t>& shape) const override;
   model::DecoderLayer layer(const std::string& prefix, const model::ModelConfig& config,

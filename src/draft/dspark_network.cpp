@@ -18,11 +18,10 @@ torch::Tensor block_attention_mask(const std::vector<int64_t>& anchors, int64_t 
 }
 
 DSparkNetwork::DSparkNetwork(const DraftConfig& config, const WeightSource& weights)
-    : config_(config), rope_(config.backbone), embed_(weights.embed()), lm_head_{weights.lm_head(), {}} {
+    : config_(config), rope_(config.backbone), embed_(weights.embed()), lm_head_(weights.lm_head_linear()) {
   const model::ModelConfig& c = config_.backbone;
   const int64_t d = c.hidden_size, m = static_cast<int64_t>(config_.target_layer_ids.size());
-  fc_.weight = weights.matrix("fc.weight", {d, m * d});
-  fc_.bf16_math = lm_head_.bf16_math = weights.bf16_math();
+  fc_ = weights.linear("fc.weight", {d, m * d});
   hidden_norm_ = weights.vector("hidden_norm.weight", {d});
   for (int64_t l = 0; l < c.n_layers; ++l) layers_.push_back(weights.layer("layers." + std::to_string(l) + ".", c));
   norm_ = weights.vector("norm.weight", {d});

@@ -3,10 +3,9 @@
 namespace dspark::draft {
 
 Eagle3Layer::Eagle3Layer(const DraftConfig& config, const WeightSource& weights)
-    : config_(config.backbone), rope_(config.backbone), embed_(weights.embed()), lm_head_{weights.lm_head(), {}} {
+    : config_(config.backbone), rope_(config.backbone), embed_(weights.embed()), lm_head_(weights.lm_head_linear()) {
   const int64_t d = config_.hidden_size, m = static_cast<int64_t>(config.target_layer_ids.size());
-  fc_.weight = weights.matrix("fc.weight", {d, m * d});
-  fc_.bf16_math = lm_head_.bf16_math = weights.bf16_math();
+  fc_ = weights.linear("fc.weight", {d, m * d});
   const std::string p = "layers.0.";
   hidden_norm_ = weights.vector(p + "hidden_norm.weight", {d});
   layer_ = weights.layer(p, config_, 2 * d);

@@ -11,10 +11,9 @@ MarkovHeadModule::MarkovHeadModule(const DraftConfig& config, const WeightSource
   if (rank_ == 0) return;
   const int64_t vocab = config.backbone.vocab_size, d = config.backbone.hidden_size, r = rank_;
   w1_ = weights.vector("markov_head.markov_w1.weight", {vocab, r}).contiguous();
-  w2_.weight = weights.matrix("markov_head.markov_w2.weight", {vocab, r});
-  w2_.bf16_math = joint_.bf16_math = weights.bf16_math();
+  w2_ = weights.linear("markov_head.markov_w2.weight", {vocab, r});
   if (kind_ == MarkovHead::kRnn) {
-    joint_.weight = weights.matrix("markov_head.joint_proj.weight", {3 * r, 2 * r + d});
+    joint_ = weights.linear("markov_head.joint_proj.weight", {3 * r, 2 * r + d});
     joint_.bias = weights.vector("markov_head.joint_proj.bias", {3 * r});
   }
   // Only drafting reads it (trainable parameters change every step).

@@ -38,8 +38,11 @@ class DeepSpecConformance : public ::testing::TestWithParam<std::string> {};
 
 const draft::DrafterLoadOptions kExactDrafting{.max_slots = 1, .capacity = 64, .bf16_math = kernels::Bf16Math::kExact};
 
-// One greedy draft call of 5 after case c's prompt, with its trace.
+// One greedy draft call of 5 after a case's prompt: the target's features and greedy anchor that
+// fed it, the block and its trace.
 struct DraftCall {
+  torch::Tensor features;
+  int64_t anchor = -1;
   draft::DraftBlock block;
   draft::BlockTrace trace;
 };
@@ -48,13 +51,15 @@ DraftCall draft_case(Fixture& f, draft::DSparkDrafter& drafter, const std::vecto
   model::KvCache cache = f.target.make_cache(1, n + 8);
   const int64_t slot = *cache.allocate();
   model::ForwardOutput out = f.target.forward(cache, {prompt, {{slot, n}}, {n - 1}, drafter.target_layer_ids(), false});
+  DraftCall call;
+  call.features = torch::cat(out.layer_hidden, 1);
   torch::Tensor last = out.logits[0].contiguous();
-  const int64_t anchor = sampling::argmax(last.data_ptr<float>(), last.numel());
+  call.anchor = sampling::argmax(last.data_ptr<float>(), last.numel());
   drafter.set_tracing(true);
-  drafter.begin(0, prompt, torch::cat(out.layer_hidden, 1));
+  drafter.begin(0, prompt, call.features);
   sampling::SamplingParams greedy{.temperature = 0};
   sampling::Rng rng(0);
-  DraftCall call{drafter.propose({{0, anchor, 5, 0.0, &greedy, &rng, true}})[0], {}};
+  call.block = drafter.propose({{0, call.anchor, 5, 0.0, &greedy, &rng, true}})[0];
   call.trace = drafter.last_traces().at(0);
   drafter.end(0);
   return call;
@@ -66,31 +71,16 @@ TEST_P(DeepSpecConformance, DraftCallMatchesReference) {
   Fixture f;
   auto drafter = draft::DSparkDrafter::load((kFixture / method).string(), f.target, kExactDrafting);
   EXPECT_EQ(drafter->method(), method);
-  drafter->set_tracing(true);
   for (int c = 0; c < 4; ++c) {
     SCOPED_TRACE(method + " case " + std::to_string(c));
     const std::string stem = "case" + std::to_string(c);
     const json expected = read_json(kFixture / "expected" / method / (stem + ".json"));
-    const std::vector<int64_t> prompt = expected["prompt_ids"].get<std::vector<int64_t>>();
-    const int64_t n = static_cast<int64_t>(prompt.size());
-
-    model::KvCache cache = f.target.make_cache(1, n + 8);
-    const int64_t slot = *cache.allocate();
-    model::ForwardOutput out = f.target.forward(cache, {prompt, {{slot, n}}, {n - 1}, drafter->target_layer_ids(), false});
-    const torch::Tensor features = torch::cat(out.layer_hidden, 1);
-    EXPECT_LT(max_abs_diff(features, test::read_f32(kFixture / "expected/target" / (stem + ".features.f32"))), 1e-4);
-    torch::Tensor last = out.logits[0].contiguous();
-    const int64_t anchor = sampling::argmax(last.data_ptr<float>(), last.numel());
-    ASSERT_EQ(anchor, expected["anchor"].get<int64_t>());
-
-    drafter->begin(0, prompt, features);
-    sampling::SamplingParams greedy{.temperature = 0};
-    sampling::Rng rng(0);
-    const draft::DraftBlock block = drafter->propose({{0, anchor, 5, 0.0, &greedy, &rng, true}})[0];
-    drafter->end(0);
-    const draft::BlockTrace& trace = drafter->last_traces().at(0);
-    EXPECT_LT(max_abs_diff(trace.hidden, test::read_f32(kFixture / "expected" / method / (stem + ".h.f32"))), 1e-4);
-    EXPECT_LT(max_abs_diff(trace.base_logits, test::read_f32(kFixture / "expected" / method / (stem + ".u.f32"))), 1e-3);
+    const DraftCall call = draft_case(f, *drafter, expected["prompt_ids"].get<std::vector<int64_t>>());
+    EXPECT_LT(max_abs_diff(call.features, test::read_f32(kFixture / "expected/target" / (stem + ".features.f32"))), 1e-4);
+    ASSERT_EQ(call.anchor, expected["anchor"].get<int64_t>());
+    const draft::DraftBlock& block = call.block;
+    EXPECT_LT(max_abs_diff(call.trace.hidden, test::read_f32(kFixture / "expected" / method / (stem + ".h.f32"))), 1e-4);
+    EXPECT_LT(max_abs_diff(call.trace.base_logits, test::read_f32(kFixture / "expected" / method / (stem + ".u.f32"))), 1e-3);
     EXPECT_LT(max_abs_diff(block.logits, test::read_f32(kFixture / "expected" / method / (stem + ".z.f32"))), 1e-3);
     EXPECT_EQ(block.tokens, expected["draft_tokens"].get<std::vector<int64_t>>());
     if (method == "dspark") {

@@ -43,7 +43,8 @@ TEST(MarkovHead, BlockEqualsStepBySteps) {
       if (t.dim() == 2 && name != "embed_tokens.weight" && name != "lm_head.weight") t = t * 5.0;
     const std::string path = dir.file(rnn ? "rnn" : "vanilla");
     draft::write_drafter(config, tensors, path);
-    const draft::MarkovHeadModule head(config, draft::DrafterWeights(path, target, model::WeightDType::kF32));
+    const draft::MarkovHeadModule head(
+        config, draft::DrafterWeights(path, target, model::WeightDType::kF32, kernels::Bf16Math::kExact));
     ASSERT_TRUE(head.enabled());
 
     const int64_t n = 3, B = 4, d = config.backbone.hidden_size, vocab = config.backbone.vocab_size;
