@@ -84,6 +84,12 @@ Isa best_isa() {
   return best;
 }
 
+bool detect_amd() {
+  // Leaf 0 spells the vendor in ebx, edx, ecx: "Auth" "enti" "cAMD".
+  const CpuidRegs leaf0 = cpuid(0, 0);
+  return leaf0.ebx == 0x68747541u && leaf0.edx == 0x69746e65u && leaf0.ecx == 0x444d4163u;
+}
+
 bool detect_avx512_vnni() { return isa_available(Isa::kAvx512) && bit(cpuid(7, 0).ecx, 11); }
 
 Isa initial_isa() {
@@ -141,6 +147,11 @@ bool cpu_has_avx512_vnni() {
 bool cpu_has_amx() {
   static const bool amx = detect_amx();
   return amx;
+}
+
+bool cpu_is_amd() {
+  static const bool amd = detect_amd();
+  return amd;
 }
 
 Isa current_isa() { return selected_isa().load(std::memory_order_relaxed); }

@@ -41,4 +41,8 @@ bool cpu_has_avx512_vnni();
 // the process holds the permission that Isa::kAmx also needs.
 bool cpu_has_amx();
 
+// Whether the CPU is AMD's (cpuid's vendor string AuthenticAMD). Only memory-stream tuning reads
+// it: a software prefetch that a Xeon's decode stream needs slows a Zen core's down.
+bool cpu_is_amd();
+
 }  // namespace dspark::kernels

@@ -14,6 +14,11 @@ constexpr int kMaxRows = 8;
 // the core's few line-fill buffers until its line arrives, which capped a decode step's stream at
 // ~23 GB/s on a 2-core Xeon (q4_0, one row); into L2, 48 blocks ahead: ~29 GB/s, and q8_0 28 -> 30
 // (a 600 MB matrix, no other change; 12, 24, 32 and 96 blocks and an L3 hint measured slower).
+// A Zen 5 core's hardware prefetchers follow the one-row pass's single stream by themselves, and
+// there the software requests cost: q8_0's decode step ran ~10% slower with them at any distance
+// (2, 4, 8, 16, 48 or 96 blocks, L1 or L2), so that pass skips them on AMD CPUs
+// (Problem::prefetch_one_row). Several rows are compute-bound and keep few loads in flight, so
+// their passes prefetch everywhere (docs/benchmarks.md).
 constexpr int64_t kPrefetchBlocks = 48;
 
 // acc + the unsigned bytes of w times 4 signed activation bytes at x broadcast to every lane,
@@ -38,9 +43,7 @@ void group_rows(const Problem& p, int64_t g, int64_t row) {
   const float* xd = p.xd_by_block + row;
   const int32_t* xbias = p.xbias_by_block + row;
   for (int64_t b = 0; b < p.blocks; ++b, gb += group_block, xq += p.m * kQuantBlock, xd += p.m, xbias += p.m) {
-    if constexpr (MR > 0) {
-      // One row streams the weights, several are compute-bound and keep few loads in flight:
-      // either way the weights are asked for ahead, so the memory stream overlaps the dot products.
+    if (MR > 1 || p.prefetch_one_row) {
       const char* ahead = reinterpret_cast<const char*>(gb + kPrefetchBlocks * group_block);
       for (int64_t line = 0; line < group_block; line += 64) _mm_prefetch(ahead + line, _MM_HINT_T1);
     }

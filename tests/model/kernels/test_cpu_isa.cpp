@@ -6,6 +6,8 @@
 
 #include <csignal>
 #include <cstdint>
+#include <fstream>
+#include <string>
 #include <vector>
 
 #include "model/kernels/cpu_isa.h"
@@ -38,6 +40,18 @@ TEST(CpuIsa, SetIsaRejectsUnsupportedLevels) {
       EXPECT_THROW(set_isa(isa), std::exception);
     }
   }
+}
+
+// The vendor as Linux reports it (the kernel reads the same cpuid leaf): the check guards the
+// byte order of the three registers' vendor string.
+TEST(CpuIsa, AmdIsDetectedWhereTheKernelNamesTheVendorAmd) {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line, vendor;
+  while (vendor.empty() && std::getline(cpuinfo, line)) {
+    if (line.rfind("vendor_id", 0) == 0) vendor = line.substr(line.find(':') + 2);
+  }
+  if (vendor.empty()) GTEST_SKIP() << "/proc/cpuinfo names no vendor here";
+  EXPECT_EQ(cpu_is_amd(), vendor == "AuthenticAMD") << "vendor_id: " << vendor;
 }
 
 // Whether this process may use the tile data state (XFEATURE_XTILEDATA, bit 18).
