@@ -148,7 +148,6 @@ void linear_quant(const float* x, int64_t m, int64_t k, const void* w, QuantType
       current_isa() >= Isa::kAvx512 ? linear_quant_detail::quantize_avx512 : linear_quant_detail::quantize_generic;
   const linear_quant_detail::GroupsKernel kernel = select_variant(current_isa(), m);
   Problem p{nullptr, nullptr, nullptr, m, k, blocks, static_cast<const uint8_t*>(w), type, n, y, ldy, accumulate};
-  p.prefetch_one_row = !cpu_is_amd();
   if (kernel == linear_quant_detail::groups_avx512vnni) {
     // Block-major (Problem::xq_by_block): row i's blocks written m blocks apart.
     for (int64_t i = 0; i < m; ++i)

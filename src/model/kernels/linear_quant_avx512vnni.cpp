@@ -4,6 +4,7 @@
 // needed. Up to 8 rows of x share each weight load. See linear_quant_variants.h for the layout.
 #include <immintrin.h>
 
+#include "model/kernels/cpu_isa.h"
 #include "model/kernels/linear_quant_variants.h"
 
 namespace dspark::kernels::linear_quant_detail {
@@ -17,7 +18,7 @@ constexpr int kMaxRows = 8;
 // A Zen 5 core's hardware prefetchers follow the one-row pass's single stream by themselves, and
 // there the software requests cost: q8_0's decode step ran ~10% slower with them at any distance
 // (2, 4, 8, 16, 48 or 96 blocks, L1 or L2), so that pass skips them on AMD CPUs
-// (Problem::prefetch_one_row). Several rows are compute-bound and keep few loads in flight, so
+// (cpu_is_amd()). Several rows are compute-bound and keep few loads in flight, so
 // their passes prefetch everywhere (docs/benchmarks.md).
 constexpr int64_t kPrefetchBlocks = 48;
 
@@ -42,8 +43,9 @@ void group_rows(const Problem& p, int64_t g, int64_t row) {
   const int8_t* xq = p.xq_by_block + row * kQuantBlock;
   const float* xd = p.xd_by_block + row;
   const int32_t* xbias = p.xbias_by_block + row;
+  const bool prefetch = MR > 1 || !cpu_is_amd();
   for (int64_t b = 0; b < p.blocks; ++b, gb += group_block, xq += p.m * kQuantBlock, xd += p.m, xbias += p.m) {
-    if (MR > 1 || p.prefetch_one_row) {
+    if (prefetch) {
       const char* ahead = reinterpret_cast<const char*>(gb + kPrefetchBlocks * group_block);
       for (int64_t line = 0; line < group_block; line += 64) _mm_prefetch(ahead + line, _MM_HINT_T1);
     }

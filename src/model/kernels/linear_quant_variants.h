@@ -25,9 +25,6 @@ struct Problem {
   float* y;  // [m, ldy]
   int64_t ldy;
   bool accumulate;
-  // Whether the VNNI variant's one-row pass (decode) asks for the weights ahead in software; its
-  // passes of several rows always do (linear_quant_avx512vnni.cpp).
-  bool prefetch_one_row = true;
   // The VNNI variant's activations instead, block-major: block b of row i at
   // xq_by_block[(b * m + i) * 32], its scale and bias at [b * m + i]. The rows of one block then
   // sit at constant offsets from one pointer, which its dot products read as broadcast memory
