@@ -537,9 +537,14 @@ void Transformer::check_batch(const KvCache& cache, const ForwardBatch& batch) c
   const ModelConfig& c = config_;
   const int64_t n_tokens = static_cast<int64_t>(batch.token_ids.size());
   int64_t n_declared = 0;
+  std::vector<int64_t> slots;
   for (const SeqChunk& seq : batch.seqs) {
     if (seq.n_new < 1) throw Error("forward: every sequence needs at least one new token");
     cache.check_room(seq.slot, seq.n_new);
+    // Both chunks would be written at the slot's next positions, the second over the first.
+    if (std::find(slots.begin(), slots.end(), seq.slot) != slots.end())
+      throw Error("forward: slot " + std::to_string(seq.slot) + " appears twice in one batch");
+    slots.push_back(seq.slot);
     n_declared += seq.n_new;
   }
   if (n_declared != n_tokens || n_tokens == 0)

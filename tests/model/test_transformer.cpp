@@ -447,5 +447,25 @@ TEST(Forward, RejectsOutOfRangeTokenIds) {
   EXPECT_THROW(model.prefill(cache, slot, std::vector<int64_t>(9, 1)), Error);  // over capacity
 }
 
+// Two chunks of one slot in a batch would both be written at the slot's next positions, the second
+// over the first: refused, naming the slot, and nothing is committed.
+TEST(Forward, RejectsASlotTwiceInOneBatch) {
+  torch::NoGradGuard no_grad;
+  Transformer model = Transformer::load(fixture("tiny-qwen3-tied").string(), {WeightDType::kF32});
+  KvCache cache = model.make_cache(2, 8);
+  const int64_t slot = *cache.allocate();
+  ForwardBatch batch;
+  batch.token_ids = {1, 2, 3};
+  batch.seqs = {{slot, 2}, {slot, 1}};
+  try {
+    model.forward(cache, batch);
+    FAIL() << "a slot twice in one batch was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("slot " + std::to_string(slot) + " appears twice"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(cache.length(slot), 0);
+}
+
 }  // namespace
 }  // namespace dspark::model
