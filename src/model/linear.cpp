@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "common/error.h"
+#include "model/kernels/linear_quant.h"
 
 namespace dspark::model {
 
@@ -61,6 +62,20 @@ torch::Tensor Linear::forward(const torch::Tensor& x) const {
   // Upcasting a bf16 or f16 weight per call keeps the result exact.
   torch::Tensor w = weight.scalar_type() == torch::kFloat32 ? weight : weight.to(torch::kFloat32);
   return bias.defined() ? torch::linear(x, w, bias) : torch::linear(x, w);
+}
+
+void Linear::forward_rows(const float* x, int64_t m, float* y) const {
+  DSPARK_ASSERT(m >= 0 && m <= kSmallBatchRows && !tensor_ops);
+  if (quantized.defined()) {
+    kernels::linear_quant(x, m, n_in(), quantized.packed.data_ptr(), quantized.type, n_out(), y, n_out(), false);
+  } else {
+    DSPARK_ASSERT(weight.is_cpu() && kernel_dtype(weight));
+    kernels::linear_small(x, m, n_in(), weight.data_ptr(), kernel_weight_dtype(weight), n_out(), y, bf16_math);
+  }
+  if (!bias.defined()) return;
+  const float* b = bias.data_ptr<float>();
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n_out(); ++j) y[i * n_out() + j] += b[j];
 }
 
 void Linear::quantize(kernels::QuantType type, const std::string& name) {

@@ -422,16 +422,27 @@ void write_kv_rows(KvCache& cache, int64_t l, int64_t slot, int64_t first_positi
 void decoder_layer_rows(const DecoderLayer& layer, const ModelConfig& c, KvCache& cache, int64_t l,
                         const std::vector<RowsSeq>& seqs, const torch::Tensor& cos, const torch::Tensor& sin,
                         torch::Tensor& x) {
-  const int64_t n = x.size(0), hidden = c.hidden_size, hd = c.head_dim;
+  const int64_t n = x.size(0), hidden = c.hidden_size, hd = c.head_dim, inter = c.intermediate_size;
   const int64_t q_dim = c.n_heads * hd, kv_dim = c.n_kv_heads * hd, qkv_dim = q_dim + 2 * kv_dim;
   const float eps = static_cast<float>(c.rms_norm_eps);
   DSPARK_ASSERT(x.is_cpu() && x.is_contiguous() && n <= kSmallBatchRows);
   float* xp = x.data_ptr<float>();
 
-  torch::Tensor h = torch::empty_like(x);
-  kernels::rms_norm_rows(xp, layer.input_norm.data_ptr<float>(), n, hidden, eps, h.data_ptr<float>());
-  torch::Tensor qkv = layer.qkv.forward(h);  // [n, q_dim + 2 kv_dim]
-  float* qkv_p = qkv.data_ptr<float>();
+  // The layer's intermediate rows, in one buffer kept across calls: no tensor is made per layer
+  // (Linear::forward_rows says what that saves). A forward runs its layers one after another on
+  // one thread, so one buffer per thread serves them all.
+  thread_local std::vector<float> scratch;
+  scratch.resize(static_cast<size_t>(n * (hidden + qkv_dim + q_dim + hidden + 2 * inter + inter + hidden)));
+  float* h = scratch.data();              // [n, hidden] normed rows
+  float* qkv_p = h + n * hidden;          // [n, q_dim + 2 kv_dim]
+  float* attn = qkv_p + n * qkv_dim;      // [n, q_dim]
+  float* o = attn + n * q_dim;            // [n, hidden]
+  float* gate_up = o + n * hidden;        // [n, 2 inter]
+  float* act = gate_up + n * 2 * inter;   // [n, inter]
+  float* down = act + n * inter;          // [n, hidden]
+
+  kernels::rms_norm_rows(xp, layer.input_norm.data_ptr<float>(), n, hidden, eps, h);
+  layer.qkv.forward_rows(h, n, qkv_p);
   const float* q_norm = c.qk_norm ? layer.q_norm.data_ptr<float>() : nullptr;
   const float* k_norm = c.qk_norm ? layer.k_norm.data_ptr<float>() : nullptr;
   kernels::norm_rope_heads(qkv_p, n, qkv_dim, c.n_heads, hd, q_norm, eps, cos.data_ptr<float>(), sin.data_ptr<float>());
@@ -448,18 +459,18 @@ void decoder_layer_rows(const DecoderLayer& layer, const ModelConfig& c, KvCache
     row += seq.n_new;
   }
   DSPARK_ASSERT(row == n);
-  torch::Tensor attn = torch::empty({n, q_dim}, x.options());
   // q is read in place from the fused q/k/v rows.
   kernels::attention_small(qkv_p, qkv_dim, attention_seqs.data(), static_cast<int64_t>(attention_seqs.size()),
                            c.n_heads, c.n_kv_heads, hd, cache.capacity(),
-                           1.0f / std::sqrt(static_cast<float>(hd)), attn.data_ptr<float>(), cache.dtype());
-  kernels::add_in_place(xp, layer.o_proj.forward(attn).data_ptr<float>(), n * hidden);
+                           1.0f / std::sqrt(static_cast<float>(hd)), attn, cache.dtype());
+  layer.o_proj.forward_rows(attn, n, o);
+  kernels::add_in_place(xp, o, n * hidden);
 
-  kernels::rms_norm_rows(xp, layer.post_norm.data_ptr<float>(), n, hidden, eps, h.data_ptr<float>());
-  torch::Tensor gate_up = layer.gate_up.forward(h);
-  torch::Tensor act = torch::empty({n, c.intermediate_size}, x.options());
-  kernels::silu_mul_rows(gate_up.data_ptr<float>(), n, c.intermediate_size, act.data_ptr<float>());
-  kernels::add_in_place(xp, layer.down.forward(act).data_ptr<float>(), n * hidden);
+  kernels::rms_norm_rows(xp, layer.post_norm.data_ptr<float>(), n, hidden, eps, h);
+  layer.gate_up.forward_rows(h, n, gate_up);
+  kernels::silu_mul_rows(gate_up, n, inter, act);
+  layer.down.forward_rows(act, n, down);
+  kernels::add_in_place(xp, down, n * hidden);
 }
 
 namespace {
