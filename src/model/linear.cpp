@@ -31,32 +31,23 @@ bool kernel_call(const torch::Tensor& x, const torch::Tensor& weight) {
 
 }  // namespace
 
+bool Linear::runs_kernels(const torch::Tensor& x) const {
+  if (quantized.defined()) return x.is_cpu() && !(torch::GradMode::is_enabled() && x.requires_grad());
+  return !tensor_ops && kernel_call(x, weight) && (x.size(0) <= kSmallBatchRows || weight.scalar_type() != torch::kFloat32);
+}
+
 torch::Tensor Linear::forward(const torch::Tensor& x) const {
-  if (quantized.defined()) {
-    const bool needs_grad = torch::GradMode::is_enabled() && x.requires_grad();
-    torch::Tensor y;
-    if (!needs_grad && x.is_cpu()) {
-      std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
-      shape.back() = n_out();
-      y = quantized.forward(x.reshape({-1, n_in()})).view(shape);
-    } else {
-      y = torch::linear(x, quantized.dequantize().to(x.device()));
-    }
-    return bias.defined() ? y.add_(bias) : y;
-  }
-  if (!tensor_ops && kernel_call(x, weight) &&
-      (x.size(0) <= kSmallBatchRows || weight.scalar_type() != torch::kFloat32)) {
-    const torch::Tensor xc = x.contiguous();
+  if (runs_kernels(x)) {
+    const torch::Tensor xc = x.reshape({-1, n_in()}).to(torch::kFloat32).contiguous();
     torch::Tensor y = torch::empty({xc.size(0), n_out()}, xc.options());
-    const float* x_rows = xc.data_ptr<float>();
-    float* y_rows = y.data_ptr<float>();
-    for (int64_t row = 0; row < xc.size(0); row += kSmallBatchRows) {
-      const int64_t rows = std::min(kSmallBatchRows, xc.size(0) - row);
-      kernels::linear_small(x_rows + row * n_in(), rows, n_in(), weight.data_ptr(), kernel_weight_dtype(weight), n_out(),
-                            y_rows + row * n_out(), bf16_math);
-    }
-    if (bias.defined()) y.add_(bias);
-    return y;
+    forward_rows(xc.data_ptr<float>(), xc.size(0), y.data_ptr<float>());
+    std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
+    shape.back() = n_out();
+    return y.view(shape);
+  }
+  if (quantized.defined()) {
+    torch::Tensor y = torch::linear(x, quantized.dequantize().to(x.device()));
+    return bias.defined() ? y.add_(bias) : y;
   }
   // Autograd, other devices, or more rows of f32 weights than the kernel is for: libtorch.
   // Upcasting a bf16 or f16 weight per call keeps the result exact.
@@ -65,17 +56,22 @@ torch::Tensor Linear::forward(const torch::Tensor& x) const {
 }
 
 void Linear::forward_rows(const float* x, int64_t m, float* y) const {
-  DSPARK_ASSERT(m >= 0 && m <= kSmallBatchRows && !tensor_ops);
+  const int64_t n = n_out(), k = n_in();
+  DSPARK_ASSERT(m >= 0);
   if (quantized.defined()) {
-    kernels::linear_quant(x, m, n_in(), quantized.packed.data_ptr(), quantized.type, n_out(), y, n_out(), false);
+    kernels::linear_quant(x, m, k, quantized.packed.data_ptr(), quantized.type, n, y, n, false);
   } else {
-    DSPARK_ASSERT(weight.is_cpu() && kernel_dtype(weight));
-    kernels::linear_small(x, m, n_in(), weight.data_ptr(), kernel_weight_dtype(weight), n_out(), y, bf16_math);
+    DSPARK_ASSERT(!tensor_ops && weight.is_cpu() && kernel_dtype(weight));
+    for (int64_t row = 0; row < m; row += kSmallBatchRows) {
+      const int64_t rows = std::min(kSmallBatchRows, m - row);
+      kernels::linear_small(x + row * k, rows, k, weight.data_ptr(), kernel_weight_dtype(weight), n, y + row * n,
+                            bf16_math);
+    }
   }
   if (!bias.defined()) return;
   const float* b = bias.data_ptr<float>();
   for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < n_out(); ++j) y[i * n_out() + j] += b[j];
+    for (int64_t j = 0; j < n; ++j) y[i * n + j] += b[j];
 }
 
 void Linear::quantize(kernels::QuantType type, const std::string& name) {

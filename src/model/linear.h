@@ -34,13 +34,16 @@ struct Linear {
   // x: [n_rows, n_in] f32 -> [n_rows, n_out] f32
   torch::Tensor forward(const torch::Tensor& x) const;
   // The same product on the CPU without tensors: y [m, n_out] = x [m, n_in] @ W^T (+ bias), f32
-  // rows at raw pointers, m <= kSmallBatchRows, CPU weights (not tensor_ops). The decoder layers'
-  // rows path calls it 113 times per step of the Qwen3-0.6B shape, where forward()'s reshapes,
-  // views and allocations cost ~0.5 ms of a ~10 ms q4_0 decode step on the main thread while the
-  // other thread waits. Same kernels, same bits as forward().
+  // rows at raw pointers, any m (bf16/f16/f32 weights in pieces of kSmallBatchRows), CPU weights
+  // (not tensor_ops unless quantized). forward() runs its kernel cases through it; the decoder
+  // layers' rows path calls it directly, 113 times per step of the Qwen3-0.6B shape, where
+  // forward()'s reshapes, views and allocations cost ~0.5 ms of a ~10 ms q4_0 decode step on the
+  // main thread while the other thread waits.
   void forward_rows(const float* x,  // [m, n_in]
                     int64_t m,
                     float* y) const;  // [m, n_out]
+  // Whether forward(x) runs the streaming kernels (forward_rows) rather than libtorch.
+  bool runs_kernels(const torch::Tensor& x) const;
   int64_t n_out() const { return quantized.defined() ? quantized.n_out : weight.size(0); }
   int64_t n_in() const { return quantized.defined() ? quantized.n_in : weight.size(1); }
   // Replaces `weight` by its Q8_0 / Q4_0 quantization (name: for error messages).

@@ -66,15 +66,6 @@ QuantizedWeight QuantizedWeight::from_parts(const std::vector<Part>& parts, int6
   return w;
 }
 
-torch::Tensor QuantizedWeight::forward(const torch::Tensor& x) const {
-  const torch::Tensor xc = x.to(torch::kFloat32).contiguous();
-  DSPARK_ASSERT(xc.dim() == 2 && xc.size(1) == n_in && xc.is_cpu());
-  torch::Tensor y = torch::empty({xc.size(0), n_out}, xc.options());
-  kernels::linear_quant(xc.data_ptr<float>(), xc.size(0), n_in, packed.data_ptr(), type, n_out, y.data_ptr<float>(),
-                        n_out, false);
-  return y;
-}
-
 torch::Tensor QuantizedWeight::rows(const torch::Tensor& ids) const {
   const torch::Tensor cpu_ids = ids.to(torch::kCPU, torch::kLong).contiguous();
   torch::Tensor out = torch::empty({cpu_ids.numel(), n_in}, torch::kFloat32);

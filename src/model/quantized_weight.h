@@ -35,8 +35,6 @@ struct QuantizedWeight {
   };
   static QuantizedWeight from_parts(const std::vector<Part>& parts, int64_t n_in, kernels::QuantType type);
 
-  // y [m, n_out] f32 = x [m, n_in] f32 @ dequant(w)^T (CPU, no autograd).
-  torch::Tensor forward(const torch::Tensor& x) const;
   // Rows of the matrix (an embedding lookup): ids [n] int64 -> [n, n_in] f32.
   torch::Tensor rows(const torch::Tensor& ids) const;
   torch::Tensor dequantize() const;  // [n_out, n_in] f32
