@@ -1,6 +1,7 @@
 #include "draft/dspark_network.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "common/error.h"
 #include "draft/grouped_attention.h"
@@ -33,21 +34,21 @@ torch::Tensor DSparkNetwork::project_context(const torch::Tensor& features) cons
   return model::rms_norm(fc_.forward(features), hidden_norm_, config_.backbone.rms_norm_eps);
 }
 
-torch::Tensor DSparkNetwork::context_kv_rows(int64_t l, const torch::Tensor& context) const {
+model::Linear DSparkNetwork::context_kv_proj(int64_t l) const {
   const model::ModelConfig& c = config_.backbone;
   const model::DecoderLayer& layer = layers_[l];
   const int64_t q_dim = c.n_heads * c.head_dim, kv_dim = c.n_kv_heads * c.head_dim;
   model::Linear kv_proj{layer.qkv.weight.narrow(0, q_dim, 2 * kv_dim),
                         layer.qkv.bias.defined() ? layer.qkv.bias.narrow(0, q_dim, 2 * kv_dim) : torch::Tensor()};
   kv_proj.bf16_math = layer.qkv.bf16_math;
-  return kv_proj.forward(context);
+  return kv_proj;
 }
 
 std::pair<torch::Tensor, torch::Tensor> DSparkNetwork::context_kv(int64_t l, const torch::Tensor& context,
                                                                   const torch::Tensor& cos, const torch::Tensor& sin) const {
   const model::ModelConfig& c = config_.backbone;
   const int64_t kv_dim = c.n_kv_heads * c.head_dim;
-  const torch::Tensor kv = context_kv_rows(l, context);  // [n, 2 kv_dim]
+  const torch::Tensor kv = context_kv_proj(l).forward(context);  // [n, 2 kv_dim]
   torch::Tensor k = kv.narrow(1, 0, kv_dim).reshape({-1, c.n_kv_heads, c.head_dim});
   const torch::Tensor v = kv.narrow(1, kv_dim, kv_dim).reshape({-1, c.n_kv_heads, c.head_dim});
   if (c.qk_norm) k = model::rms_norm(k, layers_[l].k_norm, c.rms_norm_eps);
@@ -127,16 +128,13 @@ torch::Tensor DSparkNetwork::draft_backbone(const torch::Tensor& features, const
       block_pos.push_back(start + k);
     }
   }
+  if (!tensor_ops) return backbone_rows(features, block_ids, block_pos, context_pos, blocks, cache);
   const torch::Device device = embed_.device();
   torch::Tensor context;  // [n_ctx, hidden]
   if (features.defined() && features.size(0) > 0) context = project_context(features.to(device));
   torch::Tensor x = embed_block(block_ids);  // [nB, hidden]
   const torch::Tensor context_positions = torch::tensor(context_pos, torch::kLong).to(device);
   const torch::Tensor block_positions = torch::tensor(block_pos, torch::kLong).to(device);
-  if (!tensor_ops) {
-    layers_rows(x, context, block_positions, context_positions, blocks, cache);
-    return model::rms_norm(x, norm_, c.rms_norm_eps);
-  }
   auto attend = [&](int64_t l, const torch::Tensor& q, const torch::Tensor& k_block, const torch::Tensor& v_block,
                     const torch::Tensor& k_context, const torch::Tensor& v_context) {
     torch::Tensor attn = torch::empty({n_req * B, c.n_heads * c.head_dim}, q.options());
@@ -160,19 +158,83 @@ torch::Tensor DSparkNetwork::draft_backbone(const torch::Tensor& features, const
   return model::rms_norm(layers(x, context, block_positions, context_positions, attend), norm_, c.rms_norm_eps);
 }
 
-void DSparkNetwork::layers_rows(torch::Tensor& x, const torch::Tensor& context, const torch::Tensor& block_pos,
-                                const torch::Tensor& context_pos, const std::vector<CachedBlock>& blocks,
-                                model::KvCache& cache) const {
+namespace {
+
+// Rows of an f32 / bf16 / f16 embedding table as f32 (what index_select + to(f32) gives), other
+// dtypes through libtorch.
+void embedding_rows(const torch::Tensor& table,  // [vocab, hidden], CPU
+                    const std::vector<int64_t>& ids,
+                    float* out) {  // [ids, hidden]
+  const int64_t d = table.size(1);
+  auto copy_rows = [&]<class T>(const T* data) {
+    for (size_t i = 0; i < ids.size(); ++i)
+      for (int64_t j = 0; j < d; ++j) out[static_cast<int64_t>(i) * d + j] = static_cast<float>(data[ids[i] * d + j]);
+  };
+  if (table.is_contiguous()) {
+    switch (table.scalar_type()) {
+      case torch::kFloat32: return copy_rows(table.data_ptr<float>());
+      case torch::kBFloat16: return copy_rows(table.data_ptr<c10::BFloat16>());
+      case torch::kFloat16: return copy_rows(table.data_ptr<c10::Half>());
+      default: break;
+    }
+  }
+  const torch::Tensor rows = table.index_select(0, torch::tensor(ids, torch::kLong)).to(torch::kFloat32).contiguous();
+  std::copy_n(rows.data_ptr<float>(), rows.numel(), out);
+}
+
+// RoPE's cos / sin rows for `positions`, as Rope::cos_sin computes them (angles in f64, rounded to
+// f32 once), without its half dozen libtorch ops: a drafting call needs a dozen rows.
+std::pair<torch::Tensor, torch::Tensor> rope_rows(const model::Rope& rope, const std::vector<int64_t>& positions,
+                                                  int64_t head_dim) {  // -> [n, head_dim] each
+  const int64_t n = static_cast<int64_t>(positions.size()), half = head_dim / 2;
+  torch::Tensor cos = torch::empty({n, head_dim}), sin = torch::empty({n, head_dim});
+  const double* inv_freq = rope.inv_freq().data_ptr<double>();
+  float* c = cos.data_ptr<float>();
+  float* s = sin.data_ptr<float>();
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t i = 0; i < half; ++i) {
+      const double angle = static_cast<double>(positions[r]) * inv_freq[i];
+      c[r * head_dim + i] = c[r * head_dim + half + i] = static_cast<float>(std::cos(angle));
+      s[r * head_dim + i] = s[r * head_dim + half + i] = static_cast<float>(std::sin(angle));
+    }
+  return {cos, sin};
+}
+
+}  // namespace
+
+// The CPU drafting path: the same network as above with no libtorch op between the kernels (at a
+// dozen rows, rms_norm, the RoPE tables and the embedding lookup through libtorch cost a fifth of
+// a drafting call of the default target's drafter).
+torch::Tensor DSparkNetwork::backbone_rows(const torch::Tensor& features, const std::vector<int64_t>& block_ids,
+                                           const std::vector<int64_t>& block_pos, const std::vector<int64_t>& context_pos,
+                                           const std::vector<CachedBlock>& blocks, model::KvCache& cache) const {
+  const model::ModelConfig& c = config_.backbone;
+  const int64_t d = c.hidden_size, n_ctx = static_cast<int64_t>(context_pos.size());
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  torch::Tensor x = torch::empty({static_cast<int64_t>(block_ids.size()), d});
+  embedding_rows(embed_, block_ids, x.data_ptr<float>());
+  torch::Tensor context;  // [n_ctx, hidden]: hidden_norm(fc(features))
+  if (n_ctx > 0) {
+    DSPARK_ASSERT(features.defined() && features.size(0) == n_ctx);
+    context = fc_.forward(features.to(torch::kFloat32)).contiguous();
+    float* cp = context.data_ptr<float>();
+    kernels::rms_norm_rows(cp, hidden_norm_.data_ptr<float>(), n_ctx, d, eps, cp);
+  }
+  const auto [cos_c, sin_c] = rope_rows(rope_, context_pos, c.head_dim);
+  const auto [cos_b, sin_b] = rope_rows(rope_, block_pos, c.head_dim);
+  layers_rows(x, context, cos_b, sin_b, cos_c, sin_c, blocks, cache);
+  float* xp = x.data_ptr<float>();
+  kernels::rms_norm_rows(xp, norm_.data_ptr<float>(), x.size(0), d, eps, xp);
+  return x;
+}
+
+void DSparkNetwork::layers_rows(torch::Tensor& x, const torch::Tensor& context, const torch::Tensor& cos_b,
+                                const torch::Tensor& sin_b, const torch::Tensor& cos_c, const torch::Tensor& sin_c,
+                                const std::vector<CachedBlock>& blocks, model::KvCache& cache) const {
   const model::ModelConfig& c = config_.backbone;
   const int64_t n_req = static_cast<int64_t>(blocks.size()), B = config_.block_size;
   const int64_t kv_dim = c.n_kv_heads * c.head_dim;
   const float eps = static_cast<float>(c.rms_norm_eps);
-  auto cos_sin_rows = [&](const torch::Tensor& positions) {
-    auto [cos, sin] = rope_.cos_sin(positions);
-    return std::pair{cos.view({-1, c.head_dim}).contiguous(), sin.view({-1, c.head_dim}).contiguous()};
-  };
-  const auto [cos_c, sin_c] = cos_sin_rows(context_pos);
-  const auto [cos_b, sin_b] = cos_sin_rows(block_pos);
   x = x.contiguous();
   // Blocks go through the layers a few requests at a time, so each group stays on the streaming
   // kernels (<= kSmallBatchRows rows); requests do not interact in the backbone.
@@ -181,7 +243,7 @@ void DSparkNetwork::layers_rows(torch::Tensor& x, const torch::Tensor& context, 
     const model::DecoderLayer& layer = layers_[l];
     if (context.defined()) {
       // context_kv, its k_norm and RoPE fused into one kernel over the rows.
-      torch::Tensor kv = context_kv_rows(l, context).contiguous();  // [n_ctx, 2 kv_dim]
+      torch::Tensor kv = context_kv_proj(l).forward(context).contiguous();  // [n_ctx, 2 kv_dim]
       float* kv_p = kv.data_ptr<float>();
       kernels::norm_rope_heads(kv_p, kv.size(0), 2 * kv_dim, c.n_kv_heads, c.head_dim,
                                c.qk_norm ? layer.k_norm.data_ptr<float>() : nullptr, eps, cos_c.data_ptr<float>(),

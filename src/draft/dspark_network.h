@@ -81,9 +81,9 @@ class DSparkNetwork {
                                                      const torch::Tensor& v_context)>;
   // features [n, m hidden] -> hidden_norm(fc(features)) [n, hidden], shared by every layer.
   torch::Tensor project_context(const torch::Tensor& features) const;
-  // Layer l's k_proj / v_proj of the context rows context [n, hidden] -> [n, 2 n_kv hd] (keys, then
-  // values; neither normed nor rotated).
-  torch::Tensor context_kv_rows(int64_t layer, const torch::Tensor& context) const;
+  // Layer l's k_proj / v_proj as one linear layer: context rows [n, hidden] -> [n, 2 n_kv hd] (keys,
+  // then values; neither normed nor rotated). Its weight is a view of the layer's qkv weight.
+  model::Linear context_kv_proj(int64_t layer) const;
   // Layer l's keys and values [n, n_kv, hd] of the context rows context [n, hidden] at the
   // positions of cos / sin [n, 1, hd].
   std::pair<torch::Tensor, torch::Tensor> context_kv(int64_t layer, const torch::Tensor& context,
@@ -94,9 +94,16 @@ class DSparkNetwork {
   // context_pos [n_ctx]. Returns the last layer's output.
   torch::Tensor layers(torch::Tensor x, const torch::Tensor& context, const torch::Tensor& block_pos,
                        const torch::Tensor& context_pos, const BlockAttention& attend) const;
-  // CPU rows execution of draft_backbone's layers over x [nB, hidden] (updated in place).
-  void layers_rows(torch::Tensor& x, const torch::Tensor& context, const torch::Tensor& block_pos,
-                   const torch::Tensor& context_pos, const std::vector<CachedBlock>& blocks, model::KvCache& cache) const;
+  // draft_backbone on the CPU rows kernels: block_ids / block_pos [nB], context_pos [n_ctx] the
+  // context rows' positions. Returns h [nB, hidden].
+  torch::Tensor backbone_rows(const torch::Tensor& features, const std::vector<int64_t>& block_ids,
+                              const std::vector<int64_t>& block_pos, const std::vector<int64_t>& context_pos,
+                              const std::vector<CachedBlock>& blocks, model::KvCache& cache) const;
+  // Its layers over x [nB, hidden] (updated in place); context [n_ctx, hidden] (undefined when
+  // empty); cos / sin rows [nB, hd] of the block and [n_ctx, hd] of the context.
+  void layers_rows(torch::Tensor& x, const torch::Tensor& context, const torch::Tensor& cos_b, const torch::Tensor& sin_b,
+                   const torch::Tensor& cos_c, const torch::Tensor& sin_c, const std::vector<CachedBlock>& blocks,
+                   model::KvCache& cache) const;
 
   DraftConfig config_;
   model::Rope rope_;
