@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "model/kernels/row_ops.h"
+#include "model/kernels/linear_small.h"
 
 namespace dspark::draft {
 
@@ -16,14 +16,8 @@ MarkovHeadModule::MarkovHeadModule(const DraftConfig& config, const WeightSource
     joint_ = weights.linear("markov_head.joint_proj.weight", {3 * r, 2 * r + d});
     joint_.bias = weights.vector("markov_head.joint_proj.bias", {3 * r});
   }
-  // Drafting's copy of W2, transposed; bf16 stays bf16, f16 is widened to f32 (exact). Other
-  // dtypes (quantized weights) and trainable ones keep to libtorch.
-  const torch::Tensor& w2 = w2_.weight;
-  if (w2.defined() && w2.is_cpu() && !w2.requires_grad() && !w1_.requires_grad()) {
-    if (w2.scalar_type() == torch::kBFloat16) w2_t_ = w2.t().contiguous();
-    if (w2.scalar_type() == torch::kFloat32 || w2.scalar_type() == torch::kFloat16)
-      w2_t_ = w2.t().to(torch::kFloat32).contiguous();
-  }
+  // Only drafting reads it (trainable parameters change every step).
+  if (!w1_.requires_grad()) w1_is_bf16_ = torch::equal(w1_, w1_.to(torch::kBFloat16).to(torch::kFloat32));
 }
 
 torch::Tensor MarkovHeadModule::w1_rows(const torch::Tensor& ids) const { return w1_.index_select(0, ids); }
@@ -55,21 +49,19 @@ torch::Tensor MarkovHeadModule::block(const torch::Tensor& w1_prev, const torch:
 void MarkovHeadModule::step(torch::Tensor logits, const std::vector<int64_t>& prev, const torch::Tensor& hidden,
                             torch::Tensor& state) const {
   const int64_t n = logits.size(0), vocab = logits.size(1), r = rank_;
-  if (kind_ == MarkovHead::kVanilla && w2_t_.defined() && logits.is_cpu() && logits.stride(1) == 1) {
+  if (kind_ == MarkovHead::kVanilla && logits.is_cpu() && logits.stride(1) == 1 && !w1_.requires_grad()) {
     // The serial loop runs this once per slot, so on the CPU it skips libtorch's per-op dispatch:
-    // gather the W1 rows, then add their combination of W2's columns into the logits rows in
-    // place. With W2 transposed each logit is r multiply-adds in a vector lane, not a dot product
-    // of r ending in a horizontal sum: a slot of the default drafter (r = 64, 8192 logits) took
-    // 24 us as dot products.
+    // gather the W1 rows, then one streaming W2 product added into the logits rows in place. W1
+    // rows that are bf16 numbers (checkpoints are stored in bf16) let it use bf16 dot
+    // instructions exactly.
     std::vector<float> w1_prev(n * r);
     const float* w1 = w1_.data_ptr<float>();
     for (int64_t i = 0; i < n; ++i) std::copy_n(w1 + prev[i] * r, r, w1_prev.data() + i * r);
-    float* y = logits.data_ptr<float>();
-    if (w2_t_.scalar_type() == torch::kBFloat16)
-      kernels::add_combination(y, logits.stride(0), w1_prev.data(), n, r,
-                               reinterpret_cast<const uint16_t*>(w2_t_.data_ptr<c10::BFloat16>()), vocab, vocab);
-    else
-      kernels::add_combination(y, logits.stride(0), w1_prev.data(), n, r, w2_t_.data_ptr<float>(), vocab, vocab);
+    const torch::Tensor& w2 = w2_.weight;
+    kernels::linear_small_accumulate(
+        w1_prev.data(), n, r, w2.data_ptr(),
+        model::kernel_weight_dtype(w2), vocab,
+        logits.data_ptr<float>(), logits.stride(0), w1_is_bf16_ ? kernels::Bf16Math::kDotBf16 : kernels::Bf16Math::kExact);
     return;
   }
   const torch::Tensor prev_ids = torch::tensor(prev, torch::kLong).to(w1_.device());

@@ -50,10 +50,7 @@ class MarkovHeadModule {
   torch::Tensor w1_;         // [vocab, r] f32, contiguous (row lookup)
   model::Linear w2_;         // [vocab, r]
   model::Linear joint_;      // [3r, 2r + hidden] with bias (RNN head)
-  // Drafting on the CPU: W2 transposed, [r, vocab], bf16 or f32 (a second copy of W2: r x vocab,
-  // 1 MB for the default drafter); undefined for trainable weights (they change every step),
-  // quantized ones and other devices.
-  torch::Tensor w2_t_;
+  bool w1_is_bf16_ = false;  // drafting: every W1 value is a bf16 number (checkpoints are stored in bf16)
 };
 
 }  // namespace dspark::draft

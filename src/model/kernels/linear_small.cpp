@@ -71,12 +71,12 @@ void run_over_columns(ColumnsKernel kernel, const Problem& p) {
 }
 
 void run(const float* x, int64_t m, int64_t k, const void* w, WeightDType w_dtype, int64_t n, float* y,
-         int64_t ldy, Bf16Math math) {
+         int64_t ldy, bool accumulate, Bf16Math math) {
   DSPARK_ASSERT(m >= 0 && k >= 0 && n >= 0);
   if (m == 0 || n == 0) return;
   DSPARK_ASSERT(x != nullptr && w != nullptr && y != nullptr);
   const Variant variant = select_variant(current_isa(), w_dtype, math);
-  Problem p{x, m, k, w, w_dtype, n, y, ldy, nullptr};
+  Problem p{x, m, k, w, w_dtype, n, y, ldy, accumulate, nullptr};
   // Per call: small (m * k elements), and calls may run concurrently. Not zero-initialised: the
   // packing writes every element.
   std::unique_ptr<float[]> packed;
@@ -94,7 +94,13 @@ void run(const float* x, int64_t m, int64_t k, const void* w, WeightDType w_dtyp
 
 void linear_small(const float* x, int64_t m, int64_t k, const void* w, WeightDType w_dtype,
                   int64_t n, float* y, Bf16Math math) {
-  run(x, m, k, w, w_dtype, n, y, n, math);
+  run(x, m, k, w, w_dtype, n, y, n, false, math);
+}
+
+void linear_small_accumulate(const float* x, int64_t m, int64_t k, const void* w, WeightDType w_dtype,
+                             int64_t n, float* y, int64_t ldy, Bf16Math math) {
+  DSPARK_ASSERT(ldy >= n);
+  run(x, m, k, w, w_dtype, n, y, ldy, true, math);
 }
 
 }  // namespace dspark::kernels

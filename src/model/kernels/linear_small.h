@@ -37,4 +37,14 @@ void linear_small(const float* x,  // [m, k]
                   float* y,  // [m, n]
                   Bf16Math math = Bf16Math::kExact);
 
+// y[i, :n] += x[i, :] @ w^T, with y's rows ldy apart (e.g. one slot's rows inside a larger
+// logits tensor) and the bf16 math chosen by the caller. kDotBf16 is exact up to summation order
+// when every x value is a bf16 number, since the product of two bf16 numbers is exact in f32.
+void linear_small_accumulate(const float* x,  // [m, k]
+                             int64_t m, int64_t k,
+                             const void* w,  // [n, k]
+                             WeightDType w_dtype, int64_t n,
+                             float* y,  // [m, ldy], first n columns updated
+                             int64_t ldy, Bf16Math math);
+
 }  // namespace dspark::kernels

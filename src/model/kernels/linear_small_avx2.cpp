@@ -48,7 +48,7 @@ void dot_tile(const float* x,                   // [MR, k]
               const typename Weights::Elem* w,  // [NR, k]
               int64_t k,
               float* y,  // [MR, y_stride]
-              int64_t y_stride) {
+              int64_t y_stride, bool accumulate) {
   __m256 acc[MR][NR];
 #pragma GCC unroll 4
   for (int j = 0; j < MR; ++j) {
@@ -73,7 +73,7 @@ void dot_tile(const float* x,                   // [MR, k]
     for (int r = 0; r < NR; ++r) {
       float sum = horizontal_sum(acc[j][r]);
       for (int64_t t = i; t < k; ++t) sum += x[j * k + t] * Weights::scalar(w + r * k + t);
-      y[j * y_stride + r] = sum;
+      y[j * y_stride + r] = accumulate ? y[j * y_stride + r] + sum : sum;
     }
   }
 }
@@ -93,8 +93,8 @@ struct Avx2Tiles {
     const auto* w = static_cast<const typename Weights::Elem*>(p.w) + col * p.k;
     float* y = p.y + row * p.ldy + col;
     int c = 0;
-    for (; c + NR <= cols; c += NR) dot_tile<Weights, MR, NR>(x, w + c * p.k, p.k, y + c, p.ldy);
-    for (; c < cols; ++c) dot_tile<Weights, MR, 1>(x, w + c * p.k, p.k, y + c, p.ldy);
+    for (; c + NR <= cols; c += NR) dot_tile<Weights, MR, NR>(x, w + c * p.k, p.k, y + c, p.ldy, p.accumulate);
+    for (; c < cols; ++c) dot_tile<Weights, MR, 1>(x, w + c * p.k, p.k, y + c, p.ldy, p.accumulate);
   }
 
   static void tile(const Problem& p, int64_t row, int rows, int64_t col, int cols) {

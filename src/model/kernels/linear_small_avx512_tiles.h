@@ -71,7 +71,7 @@ void dot_tile(const typename Math::XElem* x,       // packed tile of MR rows
               const typename Math::WElem* w_next,  // [NR, k]
               int64_t k, const KRange& range,
               float* y,  // [MR, y_stride]
-              int64_t y_stride) {
+              int64_t y_stride, bool accumulate) {
   constexpr int64_t kLine = 64 / sizeof(typename Math::WElem);  // elements per cache line
   static_assert(kLine % Math::kStep == 0 && kPackAlignment % Math::kStep == 0);
   __m512 acc[MR][NR];
@@ -105,7 +105,7 @@ void dot_tile(const typename Math::XElem* x,       // packed tile of MR rows
 #pragma GCC unroll 8
     for (int r = 0; r < NR; ++r) {
       const float sum = _mm512_reduce_add_ps(acc[j][r]);
-      y[j * y_stride + r] = sum;
+      y[j * y_stride + r] = accumulate ? y[j * y_stride + r] + sum : sum;
     }
   }
 }
@@ -163,11 +163,11 @@ struct Avx512Tiles {
       int c = 0;
       for (; c + NR <= cols; c += NR) {
         const auto* next = c + NR < cols ? w + (c + NR) * k : w + wrap;
-        dot_tile<Math, MR, NR>(x, w + c * k, next, k, {begin, end, spill + c * MR}, y + c, p.ldy);
+        dot_tile<Math, MR, NR>(x, w + c * k, next, k, {begin, end, spill + c * MR}, y + c, p.ldy, p.accumulate);
       }
       for (; c < cols; ++c) {
         const auto* next = c + 1 < cols ? w + (c + 1) * k : w + wrap;
-        dot_tile<Math, MR, 1>(x, w + c * k, next, k, {begin, end, spill + c * MR}, y + c, p.ldy);
+        dot_tile<Math, MR, 1>(x, w + c * k, next, k, {begin, end, spill + c * MR}, y + c, p.ldy, p.accumulate);
       }
     }
   }

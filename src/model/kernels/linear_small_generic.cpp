@@ -29,7 +29,7 @@ void dot_tile(const float* x,  // [rows, k]
               const typename Weights::Elem* w,  // [cols, k]
               int cols, int64_t k,
               float* y,  // [rows, y_stride]
-              int64_t y_stride) {
+              int64_t y_stride, bool accumulate) {
   constexpr int kMax = 4;
   float acc[kMax][kMax] = {};
   for (int64_t i = 0; i < k; ++i) {
@@ -41,7 +41,7 @@ void dot_tile(const float* x,  // [rows, k]
     }
   }
   for (int j = 0; j < rows; ++j) {
-    for (int r = 0; r < cols; ++r) y[j * y_stride + r] = acc[j][r];
+    for (int r = 0; r < cols; ++r) y[j * y_stride + r] = accumulate ? y[j * y_stride + r] + acc[j][r] : acc[j][r];
   }
 }
 
@@ -51,7 +51,7 @@ struct GenericTiles {
   static constexpr int kMaxRows = 4;
   static void tile(const Problem& p, int64_t row, int rows, int64_t col, int cols) {
     dot_tile<Weights>(p.x + row * p.k, rows, static_cast<const typename Weights::Elem*>(p.w) + col * p.k, cols, p.k,
-             p.y + row * p.ldy + col, p.ldy);
+             p.y + row * p.ldy + col, p.ldy, p.accumulate);
   }
 };
 

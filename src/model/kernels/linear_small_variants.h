@@ -22,6 +22,7 @@ struct Problem {
   int64_t n;
   float* y;  // [m, ldy]
   int64_t ldy;      // row stride of y (>= n)
+  bool accumulate;  // y += x @ w^T instead of y = x @ w^T
   // x rewritten by the variant's PackX (AVX-512 variants only; null otherwise).
   const void* x_packed;
 };

@@ -1,10 +1,6 @@
 // row_ops: the variant choice.
 #include "model/kernels/row_ops.h"
 
-#include <omp.h>
-
-#include <algorithm>
-
 #include "model/kernels/cpu_isa.h"
 #include "model/kernels/row_ops_variants.h"
 
@@ -40,39 +36,5 @@ void silu_mul_rows(const float* gate_up, int64_t n_rows, int64_t n_inner, float*
 }
 
 void add_in_place(float* x, const float* y, int64_t n) { ops().add_in_place(x, y, n); }
-
-namespace {
-
-// Below this many columns one thread does it all: waking the other costs more than it saves.
-constexpr int64_t kColumnsPerThread = 2048;
-
-template <class T, class Kernel>
-void add_combination_split(float* y, int64_t ldy, const float* a, int64_t m, int64_t r, const T* w, int64_t ldw,
-                           int64_t n, Kernel kernel) {
-  auto rows = [&](int64_t begin, int64_t end) {
-    for (int64_t i = 0; i < m; ++i) kernel(y + i * ldy + begin, a + i * r, r, w + begin, ldw, end - begin);
-  };
-  const int n_threads = static_cast<int>(std::min<int64_t>(omp_get_max_threads(), std::max<int64_t>(1, n / kColumnsPerThread)));
-  if (n_threads <= 1) return rows(0, n);
-#pragma omp parallel num_threads(n_threads)
-  {
-    // Whole 64-column units, so each thread's share starts on a cache line of y.
-    const int64_t units = (n + 63) / 64, t = omp_get_thread_num(), nt = omp_get_num_threads();
-    const int64_t begin = std::min(n, units * t / nt * 64), end = std::min(n, units * (t + 1) / nt * 64);
-    if (end > begin) rows(begin, end);
-  }
-}
-
-}  // namespace
-
-void add_combination(float* y, int64_t ldy, const float* a, int64_t m, int64_t r, const float* w, int64_t ldw,
-                     int64_t n) {
-  add_combination_split(y, ldy, a, m, r, w, ldw, n, ops().add_combination_f32);
-}
-
-void add_combination(float* y, int64_t ldy, const float* a, int64_t m, int64_t r, const uint16_t* w, int64_t ldw,
-                     int64_t n) {
-  add_combination_split(y, ldy, a, m, r, w, ldw, n, ops().add_combination_bf16);
-}
 
 }  // namespace dspark::kernels

@@ -29,18 +29,4 @@ void silu_mul_rows(const float* gate_up,  // [n_rows, 2 n_inner]
 // x += y over n values.
 void add_in_place(float* x, const float* y, int64_t n);
 
-// y[i, v] += sum_j a[i, j] * w[j, v] for m rows and v < n: y += a W^T with W stored transposed
-// (w = W^T, [r, ldw], f32 or bf16 bits), each sum taken in order of j. For a small r (a low-rank
-// factor, as the Markov head's W2), where a dot product per output would spend more on its
-// horizontal sum than on its r multiply-adds. Columns are split between the threads when n is large.
-void add_combination(float* y,        // [m, ldy]
-                     int64_t ldy,
-                     const float* a,  // [m, r]
-                     int64_t m, int64_t r,
-                     const float* w,  // [r, ldw]
-                     int64_t ldw, int64_t n);
-void add_combination(float* y, int64_t ldy, const float* a, int64_t m, int64_t r,
-                     const uint16_t* w,  // [r, ldw] bf16 bits
-                     int64_t ldw, int64_t n);
-
 }  // namespace dspark::kernels

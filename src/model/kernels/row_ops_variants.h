@@ -17,8 +17,6 @@ struct RowOps {
                           const float* norm_weight, float eps, const float* cos, const float* sin);
   void (*silu_mul_rows)(const float* gate_up, int64_t n_rows, int64_t n_inner, float* out);
   void (*add_in_place)(float* x, const float* y, int64_t n);
-  void (*add_combination_f32)(float* y, const float* a, int64_t r, const float* w, int64_t ldw, int64_t n);
-  void (*add_combination_bf16)(float* y, const float* a, int64_t r, const uint16_t* w, int64_t ldw, int64_t n);
 };
 RowOps row_ops_generic();
 RowOps row_ops_avx2();
@@ -100,50 +98,7 @@ struct RowKernels {
     for (; i < n; ++i) x[i] += y[i];
   }
 
-  static Reg load_w(const float* p) { return V::load(p); }
-  static Reg load_w(const uint16_t* p) { return V::load_bf16(p); }
-  static float widen(float x) { return x; }
-  static float widen(uint16_t bits) {
-    const uint32_t u = static_cast<uint32_t>(bits) << 16;
-    float f;
-    __builtin_memcpy(&f, &u, sizeof f);
-    return f;
-  }
-
-  // V::fmadd on one float: fused on the SIMD variants (compiled with -mfma), a multiply and an add
-  // on the portable one (compiled without, where std::fma would be a library call).
-  static float fmadd1(float a, float b, float c) {
-    if constexpr (W == 1) return a * b + c;
-    else return std::fma(a, b, c);
-  }
-
-  // y[v] += a[0] w[0, v] + ... + a[r-1] w[r-1, v], each y[v] summed in that order. Blocks of
-  // kBlock columns keep their partial sums in registers while the r weight rows go past.
-  template <class T>
-  static void add_combination(float* y, const float* a, int64_t r, const T* w, int64_t ldw, int64_t n) {
-    constexpr int kRegs = 4;
-    constexpr int64_t kBlock = kRegs * W;
-    int64_t v = 0;
-    for (; v + kBlock <= n; v += kBlock) {
-      Reg acc[kRegs];
-      for (int i = 0; i < kRegs; ++i) acc[i] = V::load(y + v + i * W);
-      for (int64_t j = 0; j < r; ++j) {
-        const Reg aj = V::broadcast(a[j]);
-        const T* row = w + j * ldw + v;
-        for (int i = 0; i < kRegs; ++i) acc[i] = V::fmadd(aj, load_w(row + i * W), acc[i]);
-      }
-      for (int i = 0; i < kRegs; ++i) V::store(y + v + i * W, acc[i]);
-    }
-    for (; v < n; ++v) {
-      float sum = y[v];
-      for (int64_t j = 0; j < r; ++j) sum = fmadd1(a[j], widen(w[j * ldw + v]), sum);
-      y[v] = sum;
-    }
-  }
-
-  static RowOps table() {
-    return {rms_norm_rows, norm_rope_heads, silu_mul_rows, add_in_place, add_combination<float>, add_combination<uint16_t>};
-  }
+  static RowOps table() { return {rms_norm_rows, norm_rope_heads, silu_mul_rows, add_in_place}; }
 };
 
 }  // namespace dspark::kernels::row_ops_detail

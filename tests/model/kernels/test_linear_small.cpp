@@ -219,6 +219,39 @@ TEST(LinearSmall, F16OperandsExerciseSubnormalsAndTheMantissa) {
   EXPECT_GT(beyond_bf16, 64 * 50 / 2);
 }
 
+// linear_small_accumulate adds into rows ldy apart and leaves the gaps between them alone: the
+// DSpark Markov head adds W2 W1[x] into one slot's logits rows inside a [requests, block, vocab]
+// tensor. y starts at known values y0, so y - y0 must match the reference like linear_small does.
+TEST(LinearSmall, AccumulateAddsIntoStridedRows) {
+  DispatchGuard guard;
+  constexpr float kGap = -777.0f;
+  uint32_t seed = 101;
+  for (const Shape& s : {Shape{1, 32, 1030}, Shape{3, 64, 70}, Shape{9, 17, 131}})
+  for (WeightDType narrow : {WeightDType::kBF16, WeightDType::kF16}) {
+    const Operands o = make_operands(s, seed += 2, narrow);
+    const Reference exact = reference(s, o, /*round_x=*/false);
+    const int64_t ldy = s.n + 5;
+    const std::vector<float> y0 = random_floats(static_cast<size_t>(s.m * ldy), -3.0f, 3.0f, seed + 7);
+    for (Isa isa : available_isas()) {
+      set_isa(isa);
+      for (WeightDType dtype : {WeightDType::kF32, narrow}) {
+        SCOPED_TRACE(describe(s) + " isa=" + isa_name(isa) + " " + dtype_name(dtype));
+        std::vector<float> y = y0;
+        for (int64_t i = 0; i < s.m; ++i)
+          for (int64_t j = s.n; j < ldy; ++j) y[i * ldy + j] = kGap;
+        linear_small_accumulate(o.x_ptr(), s.m, s.k, o.w(dtype), dtype, s.n, y.data(), ldy, Bf16Math::kExact);
+        std::vector<float> added(static_cast<size_t>(s.m * s.n));
+        for (int64_t i = 0; i < s.m; ++i) {
+          for (int64_t j = 0; j < s.n; ++j) added[i * s.n + j] = y[i * ldy + j] - y0[i * ldy + j];
+          for (int64_t j = s.n; j < ldy; ++j) ASSERT_EQ(y[i * ldy + j], kGap) << "wrote between rows";
+        }
+        // y0 (|y0| <= 3) adds one rounding of its own size on top of the kernel's.
+        EXPECT_LT(max_scaled_error(added, exact), kExactTolerance * 10);
+      }
+    }
+  }
+}
+
 TEST(LinearSmall, ZeroKGivesZeros) {
   DispatchGuard guard;
   const float x[2] = {};

@@ -3,7 +3,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstring>
 #include <initializer_list>
 #include <random>
 #include <string>
@@ -108,69 +107,6 @@ TEST(RowOps, AddInPlaceAddsEveryElement) {
     const auto before = x, y = random_values(n, 7);
     add_in_place(x.data(), y.data(), n);
     for (int64_t i = 0; i < n; ++i) ASSERT_EQ(x[i], before[i] + y[i]);
-  });
-}
-
-uint16_t bf16_bits(float x) {  // round to nearest even (the test values are finite)
-  uint32_t u;
-  std::memcpy(&u, &x, sizeof u);
-  return static_cast<uint16_t>((u + 0x7fff + ((u >> 16) & 1)) >> 16);
-}
-
-float from_bf16(uint16_t bits) {
-  const uint32_t u = static_cast<uint32_t>(bits) << 16;
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-}
-
-// y += a W^T with W stored transposed: every output equals, bit for bit, the f32 multiply-add
-// chain over j in order, fused on the SIMD variants and not on the portable one (the vector blocks,
-// the scalar tail and the two threads' column shares all sum that way), the chain is within 1e-5 relative of a double reference, and the padding
-// past n in each row of y is untouched. n 5 runs the tail only, 64 the blocks only, 67 both, and 4133
-// is past the two-thread split (2 x 2048 columns).
-template <class T>
-void check_add_combination(int64_t n, std::vector<T> w, const std::vector<float>& w_values) {
-  const bool fused = current_isa() != Isa::kGeneric;
-  const int64_t m = 3, r = 17, ldw = n + 3, ldy = n + 5;
-  const auto a = random_values(m * r, 9);
-  auto y = random_values(m * ldy, 10);
-  const auto before = y;
-  add_combination(y.data(), ldy, a.data(), m, r, w.data(), ldw, n);
-  for (int64_t i = 0; i < m; ++i) {
-    for (int64_t v = 0; v < n; ++v) {
-      float chain = before[i * ldy + v];
-      double exact = chain, magnitude = std::abs(chain);
-      for (int64_t j = 0; j < r; ++j) {
-        const float product = a[i * r + j] * w_values[j * ldw + v];  // this file has no -mfma: not contracted
-        chain = fused ? std::fma(a[i * r + j], w_values[j * ldw + v], chain) : product + chain;
-        exact += double(a[i * r + j]) * w_values[j * ldw + v];
-        magnitude += std::abs(double(a[i * r + j]) * w_values[j * ldw + v]);
-      }
-      ASSERT_EQ(y[i * ldy + v], chain) << "row " << i << " column " << v;
-      ASSERT_NEAR(y[i * ldy + v], exact, 1e-5 * magnitude);
-    }
-    for (int64_t v = n; v < ldy; ++v) ASSERT_EQ(y[i * ldy + v], before[i * ldy + v]);
-  }
-}
-
-TEST(RowOps, AddCombinationF32IsTheOrderedChain) {
-  for_each_isa_and_size({5, 64, 67, 4133}, "n", [](int64_t n) {
-    const auto w = random_values(17 * (n + 3), 11);
-    check_add_combination(n, w, w);
-  });
-}
-
-TEST(RowOps, AddCombinationBf16IsTheOrderedChain) {
-  for_each_isa_and_size({5, 64, 67, 4133}, "n", [](int64_t n) {
-    const auto values = random_values(17 * (n + 3), 12);
-    std::vector<uint16_t> bits(values.size());
-    std::vector<float> rounded(values.size());
-    for (size_t i = 0; i < values.size(); ++i) {
-      bits[i] = bf16_bits(values[i]);
-      rounded[i] = from_bf16(bits[i]);
-    }
-    check_add_combination(n, bits, rounded);
   });
 }
 
