@@ -1,7 +1,6 @@
 #include "draft/dspark_network.h"
 
 #include <algorithm>
-#include <cmath>
 
 #include "common/error.h"
 #include "draft/grouped_attention.h"
@@ -182,24 +181,6 @@ void embedding_rows(const torch::Tensor& table,  // [vocab, hidden], CPU
   std::copy_n(rows.data_ptr<float>(), rows.numel(), out);
 }
 
-// RoPE's cos / sin rows for `positions`, as Rope::cos_sin computes them (angles in f64, rounded to
-// f32 once), without its half dozen libtorch ops: a drafting call needs a dozen rows.
-std::pair<torch::Tensor, torch::Tensor> rope_rows(const model::Rope& rope, const std::vector<int64_t>& positions,
-                                                  int64_t head_dim) {  // -> [n, head_dim] each
-  const int64_t n = static_cast<int64_t>(positions.size()), half = head_dim / 2;
-  torch::Tensor cos = torch::empty({n, head_dim}), sin = torch::empty({n, head_dim});
-  const double* inv_freq = rope.inv_freq().data_ptr<double>();
-  float* c = cos.data_ptr<float>();
-  float* s = sin.data_ptr<float>();
-  for (int64_t r = 0; r < n; ++r)
-    for (int64_t i = 0; i < half; ++i) {
-      const double angle = static_cast<double>(positions[r]) * inv_freq[i];
-      c[r * head_dim + i] = c[r * head_dim + half + i] = static_cast<float>(std::cos(angle));
-      s[r * head_dim + i] = s[r * head_dim + half + i] = static_cast<float>(std::sin(angle));
-    }
-  return {cos, sin};
-}
-
 }  // namespace
 
 // The CPU drafting path: the same network as above with no libtorch op between the kernels (at a
@@ -220,8 +201,8 @@ torch::Tensor DSparkNetwork::backbone_rows(const torch::Tensor& features, const 
     float* cp = context.data_ptr<float>();
     kernels::rms_norm_rows(cp, hidden_norm_.data_ptr<float>(), n_ctx, d, eps, cp);
   }
-  const auto [cos_c, sin_c] = rope_rows(rope_, context_pos, c.head_dim);
-  const auto [cos_b, sin_b] = rope_rows(rope_, block_pos, c.head_dim);
+  const auto [cos_c, sin_c] = rope_.cos_sin_rows(context_pos);
+  const auto [cos_b, sin_b] = rope_.cos_sin_rows(block_pos);
   layers_rows(x, context, cos_b, sin_b, cos_c, sin_c, blocks, cache);
   float* xp = x.data_ptr<float>();
   kernels::rms_norm_rows(xp, norm_.data_ptr<float>(), x.size(0), d, eps, xp);

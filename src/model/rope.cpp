@@ -41,6 +41,21 @@ std::pair<torch::Tensor, torch::Tensor> Rope::cos_sin(const torch::Tensor& posit
   return {angles.cos().to(torch::kFloat32), angles.sin().to(torch::kFloat32)};
 }
 
+std::pair<torch::Tensor, torch::Tensor> Rope::cos_sin_rows(const std::vector<int64_t>& positions) const {
+  const int64_t n = static_cast<int64_t>(positions.size()), half = inv_freq_.size(0), dim = 2 * half;
+  torch::Tensor cos = torch::empty({n, dim}), sin = torch::empty({n, dim});
+  const double* inv = inv_freq_.data_ptr<double>();
+  float* c = cos.data_ptr<float>();
+  float* s = sin.data_ptr<float>();
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t i = 0; i < half; ++i) {
+      const double angle = static_cast<double>(positions[r]) * inv[i];
+      c[r * dim + i] = c[r * dim + half + i] = static_cast<float>(std::cos(angle));
+      s[r * dim + i] = s[r * dim + half + i] = static_cast<float>(std::sin(angle));
+    }
+  return {cos, sin};
+}
+
 torch::Tensor Rope::apply(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin) {
   const int64_t half = x.size(-1) / 2;
   torch::Tensor rotated = torch::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);

@@ -3,6 +3,8 @@
 #pragma once
 #include <torch/torch.h>
 
+#include <vector>
+
 #include "model/config.h"
 
 namespace dspark::model {
@@ -16,6 +18,9 @@ class Rope {
   // cos/sin tables for the given positions: [n_tokens, 1, head_dim] each, so several tensors (q and
   // k) can share one evaluation.
   std::pair<torch::Tensor, torch::Tensor> cos_sin(const torch::Tensor& positions) const;
+  // The same tables on the CPU as rows, [n_tokens, head_dim] f32 each (the rows kernels' layout),
+  // computed without libtorch ops: a drafting call needs a dozen rows.
+  std::pair<torch::Tensor, torch::Tensor> cos_sin_rows(const std::vector<int64_t>& positions) const;
   static torch::Tensor apply(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin);
   const torch::Tensor& inv_freq() const { return inv_freq_; }  // [head_dim / 2] f64
 

@@ -58,5 +58,19 @@ TEST(Rope, PositionZeroIsIdentityAndNormIsKept) {
   EXPECT_GT((rotated - x).abs().max().item<double>(), 1e-2);
 }
 
+// The rows tables are cos_sin's, laid out [n, head_dim]: within one f32 rounding (both take the
+// angle in f64; libtorch's and libm's f64 cos / sin may differ in the last bit before it), at
+// positions up to 100k and with llama3 scaling, where a wrong frequency or half would be off by O(1).
+TEST(Rope, CosSinRowsAreTheCosSinTables) {
+  const ModelConfig c = llama3_config();
+  const Rope rope(c);
+  const std::vector<int64_t> positions = {0, 1, 7, 255, 4096, 99999};
+  const auto [cos, sin] = rope.cos_sin(torch::tensor(positions, torch::kLong));
+  const auto [cos_rows, sin_rows] = rope.cos_sin_rows(positions);
+  ASSERT_EQ(cos_rows.sizes(), (std::vector<int64_t>{6, c.head_dim}));
+  EXPECT_LE((cos_rows - cos.view({6, c.head_dim})).abs().max().item<float>(), 1e-7f);
+  EXPECT_LE((sin_rows - sin.view({6, c.head_dim})).abs().max().item<float>(), 1e-7f);
+}
+
 }  // namespace
 }  // namespace dspark::model
