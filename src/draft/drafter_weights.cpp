@@ -6,13 +6,13 @@ namespace dspark::draft {
 
 model::Linear WeightSource::linear(const std::string& name, const std::vector<int64_t>& shape) const {
   model::Linear l{matrix(name, shape), {}};
-  l.bf16_math = bf16_math();
+  prepare_linear(l, name);
   return l;
 }
 
 model::Linear WeightSource::lm_head_linear() const {
   model::Linear l{lm_head(), {}};
-  l.bf16_math = bf16_math();
+  prepare_linear(l, "lm_head.weight");
   return l;
 }
 
@@ -44,11 +44,23 @@ DrafterWeights::DrafterWeights(const std::string& dir, const model::Transformer&
     : dir_(dir),
       target_(target),
       archive_(model::SafetensorsArchive::open(dir)),
-      // A drafter keeps its checkpoint's precision beside a quantized target (its network is small).
       matrix_dtype_(model::weight_scalar_type(
           weight_dtype == model::WeightDType::kAuto || model::is_quantized(weight_dtype) ? model::stored_weight_dtype(archive_)
                                                                                         : weight_dtype)),
-      bf16_math_(bf16_math) {}
+      bf16_math_(bf16_math) {
+  if (!model::is_quantized(weight_dtype)) return;
+  if (!target.device().is_cpu())
+    throw Error(std::string("a ") + model::weight_dtype_name(weight_dtype) + " drafter runs on the CPU only, not on " +
+                target.device().str());
+  quantized_ = weight_dtype == model::WeightDType::kQ8_0 ? kernels::QuantType::kQ8_0 : kernels::QuantType::kQ4_0;
+}
+
+void DrafterWeights::prepare_linear(model::Linear& linear, const std::string& name) const {
+  linear.bf16_math = bf16_math_;
+  // A matrix whose rows are not whole blocks of 32 (a Markov head's W2 at a rank like 12) keeps
+  // the checkpoint's precision, as llama.cpp's quantizer leaves such tensors unquantized.
+  if (quantized_ && linear.n_in() % kernels::kQuantBlock == 0) linear.quantize(*quantized_, dir_ + ": " + name);
+}
 
 namespace {
 
@@ -73,7 +85,9 @@ torch::Tensor DrafterWeights::vector(const std::string& name, const std::vector<
 model::DecoderLayer DrafterWeights::layer(const std::string& prefix, const model::ModelConfig& config,
                                           int64_t attention_input) const {
   model::DecoderLayer layer = model::load_decoder_layer(archive_, prefix, config, matrix_dtype_, target_.device(), attention_input);
-  for (model::Linear* linear : {&layer.qkv, &layer.o_proj, &layer.gate_up, &layer.down}) linear->bf16_math = bf16_math_;
+  for (auto [linear, name] : {std::pair{&layer.qkv, "self_attn.qkv_proj"}, {&layer.o_proj, "self_attn.o_proj"},
+                              {&layer.gate_up, "mlp.gate_up_proj"}, {&layer.down, "mlp.down_proj"}})
+    prepare_linear(*linear, prefix + name);
   return layer;
 }
 

@@ -3,6 +3,7 @@
 // The networks (dspark_network.h, eagle3_layer.h) name their tensors once, against this interface.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,9 +43,12 @@ class WeightSource {
   // stored copies of them (shared_or_stored).
   virtual torch::Tensor embed() const = 0;
   virtual torch::Tensor lm_head() const = 0;
-  // The bf16 math the network's Linear layers run with (DrafterLoadOptions::bf16_math); layer()
-  // and the two Linear builders below give it to every Linear they return.
+  // The bf16 math the network's Linear layers run with (DrafterLoadOptions::bf16_math).
   virtual kernels::Bf16Math bf16_math() const { return kernels::Bf16Math::kExact; }
+  // Readies a Linear of the network (`name`: its tensor, for messages): its bf16 math, and for a
+  // drafter loaded as q8_0 / q4_0 its blocks. layer() and the two builders below pass every
+  // Linear they return through it.
+  virtual void prepare_linear(model::Linear& linear, const std::string& /*name*/) const { linear.bf16_math = bf16_math(); }
 
   // matrix(name, shape) as a Linear without bias, and the LM head as one.
   model::Linear linear(const std::string& name, const std::vector<int64_t>& shape) const;
@@ -64,7 +68,9 @@ torch::Tensor shared_or_stored(const model::SafetensorsArchive& archive, const s
 
 // A drafter checkpoint directory (DeepSpec layout), read in the dtype and on the device the
 // drafter runs with: matrices in the load options' dtype (kAuto: the checkpoint's, as
-// model::stored_weight_dtype resolves it), vectors in f32.
+// model::stored_weight_dtype resolves it; q8_0 / q4_0: the network's Linear layers, its LM head
+// included, quantized from the checkpoint's values where their rows are whole blocks, CPU only),
+// vectors in f32.
 class DrafterWeights : public WeightSource {
  public:
   DrafterWeights(const std::string& dir, const model::Transformer& target, model::WeightDType weight_dtype,
@@ -76,12 +82,14 @@ class DrafterWeights : public WeightSource {
   torch::Tensor embed() const override;
   torch::Tensor lm_head() const override;
   kernels::Bf16Math bf16_math() const override { return bf16_math_; }
+  void prepare_linear(model::Linear& linear, const std::string& name) const override;
 
  private:
   std::string dir_;
   const model::Transformer& target_;
   model::SafetensorsArchive archive_;
-  torch::ScalarType matrix_dtype_;
+  torch::ScalarType matrix_dtype_;               // as read from the checkpoint (before quantizing)
+  std::optional<kernels::QuantType> quantized_;  // the network's matrices in these blocks
   kernels::Bf16Math bf16_math_;
 };
 

@@ -23,7 +23,15 @@ DSparkNetwork::DSparkNetwork(const DraftConfig& config, const WeightSource& weig
   const int64_t d = c.hidden_size, m = static_cast<int64_t>(config_.target_layer_ids.size());
   fc_ = weights.linear("fc.weight", {d, m * d});
   hidden_norm_ = weights.vector("hidden_norm.weight", {d});
-  for (int64_t l = 0; l < c.n_layers; ++l) layers_.push_back(weights.layer("layers." + std::to_string(l) + ".", c));
+  const int64_t q_dim = c.n_heads * c.head_dim, kv_dim = c.n_kv_heads * c.head_dim;
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    layers_.push_back(weights.layer("layers." + std::to_string(l) + ".", c));
+    const model::Linear& qkv = layers_.back().qkv;
+    if (!qkv.quantized.defined()) continue;
+    model::Linear kv_proj{{}, qkv.bias.defined() ? qkv.bias.narrow(0, q_dim, 2 * kv_dim) : torch::Tensor()};
+    kv_proj.quantized = qkv.quantized.row_range(q_dim, 2 * kv_dim);
+    quantized_context_kv_.push_back(std::move(kv_proj));
+  }
   norm_ = weights.vector("norm.weight", {d});
   markov_ = MarkovHeadModule(config_, weights);
   confidence_ = ConfidenceHead(config_, weights, markov_);
@@ -36,6 +44,7 @@ torch::Tensor DSparkNetwork::project_context(const torch::Tensor& features) cons
 model::Linear DSparkNetwork::context_kv_proj(int64_t l) const {
   const model::ModelConfig& c = config_.backbone;
   const model::DecoderLayer& layer = layers_[l];
+  if (layer.qkv.quantized.defined()) return quantized_context_kv_[l];
   const int64_t q_dim = c.n_heads * c.head_dim, kv_dim = c.n_kv_heads * c.head_dim;
   model::Linear kv_proj{layer.qkv.weight.narrow(0, q_dim, 2 * kv_dim),
                         layer.qkv.bias.defined() ? layer.qkv.bias.narrow(0, q_dim, 2 * kv_dim) : torch::Tensor()};

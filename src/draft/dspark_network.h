@@ -82,7 +82,8 @@ class DSparkNetwork {
   // features [n, m hidden] -> hidden_norm(fc(features)) [n, hidden], shared by every layer.
   torch::Tensor project_context(const torch::Tensor& features) const;
   // Layer l's k_proj / v_proj as one linear layer: context rows [n, hidden] -> [n, 2 n_kv hd] (keys,
-  // then values; neither normed nor rotated). Its weight is a view of the layer's qkv weight.
+  // then values; neither normed nor rotated). Its weight is a view of the layer's qkv weight, or
+  // for quantized weights a copy of their k and v rows' blocks (quantized_context_kv_).
   model::Linear context_kv_proj(int64_t layer) const;
   // Layer l's keys and values [n, n_kv, hd] of the context rows context [n, hidden] at the
   // positions of cos / sin [n, 1, hd].
@@ -112,6 +113,7 @@ class DSparkNetwork {
   model::Linear fc_;                        // [hidden, m * hidden]
   torch::Tensor hidden_norm_;               // [hidden]
   std::vector<model::DecoderLayer> layers_;
+  std::vector<model::Linear> quantized_context_kv_;  // per layer, when its qkv is quantized
   torch::Tensor norm_;                      // [hidden]
   MarkovHeadModule markov_;
   ConfidenceHead confidence_;

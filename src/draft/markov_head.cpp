@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "model/kernels/linear_quant.h"
 #include "model/kernels/linear_small.h"
 
 namespace dspark::draft {
@@ -57,6 +58,11 @@ void MarkovHeadModule::step(torch::Tensor logits, const std::vector<int64_t>& pr
     std::vector<float> w1_prev(n * r);
     const float* w1 = w1_.data_ptr<float>();
     for (int64_t i = 0; i < n; ++i) std::copy_n(w1 + prev[i] * r, r, w1_prev.data() + i * r);
+    if (w2_.quantized.defined()) {
+      kernels::linear_quant(w1_prev.data(), n, r, w2_.quantized.packed.data_ptr(), w2_.quantized.type, vocab,
+                            logits.data_ptr<float>(), logits.stride(0), /*accumulate=*/true);
+      return;
+    }
     const torch::Tensor& w2 = w2_.weight;
     kernels::linear_small_accumulate(
         w1_prev.data(), n, r, w2.data_ptr(),

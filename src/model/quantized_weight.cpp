@@ -66,6 +66,15 @@ QuantizedWeight QuantizedWeight::from_parts(const std::vector<Part>& parts, int6
   return w;
 }
 
+QuantizedWeight QuantizedWeight::row_range(int64_t begin, int64_t n) const {
+  DSPARK_ASSERT(defined() && begin >= 0 && n >= 0 && begin + n <= n_out);
+  const size_t row_bytes = static_cast<size_t>(n_in / kernels::kQuantBlock) * kernels::quant_block_bytes(type);
+  std::vector<uint8_t> blocks(static_cast<size_t>(n) * row_bytes);
+  for (int64_t i = 0; i < n; ++i)
+    kernels::unpack_quant_row(type, packed.data_ptr(), n_out, n_in, begin + i, blocks.data() + static_cast<size_t>(i) * row_bytes);
+  return from_blocks(blocks.data(), n, n_in, type);
+}
+
 torch::Tensor QuantizedWeight::rows(const torch::Tensor& ids) const {
   const torch::Tensor cpu_ids = ids.to(torch::kCPU, torch::kLong).contiguous();
   torch::Tensor out = torch::empty({cpu_ids.numel(), n_in}, torch::kFloat32);

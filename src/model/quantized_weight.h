@@ -35,6 +35,9 @@ struct QuantizedWeight {
   };
   static QuantizedWeight from_parts(const std::vector<Part>& parts, int64_t n_in, kernels::QuantType type);
 
+  // Rows [begin, begin + n) as a matrix of their own, the same blocks bit for bit (a drafter's
+  // context K/V projection: the k and v rows of its fused q/k/v matrix).
+  QuantizedWeight row_range(int64_t begin, int64_t n) const;
   // Rows of the matrix (an embedding lookup): ids [n] int64 -> [n, n_in] f32.
   torch::Tensor rows(const torch::Tensor& ids) const;
   torch::Tensor dequantize() const;  // [n_out, n_in] f32

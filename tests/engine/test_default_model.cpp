@@ -1,6 +1,7 @@
 // The shipped default model (models/default): it loads, answers a chat prompt, and speculative
 // greedy decoding with every drafter reproduces its autoregressive greedy output on 20 prompts
-// of the evaluation sets (7 math, 7 code, 6 chat; first turn, chat template, non-thinking).
+// of the evaluation sets (7 math, 7 code, 6 chat; first turn, chat template, non-thinking), and
+// its DSpark drafter quantized to q8_0 accepts what its bf16 checkpoint accepts.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -75,6 +76,33 @@ TEST(DefaultModel, SpeculativeGreedyEqualsAutoregressiveOnTwentyPrompts) {
                 ar)
           << drafter->method() << " prompt " << i;
   }
+}
+
+// The shipped DSpark drafter loaded as q8_0 (--draft-dtype q8_0) drafts nearly what its bf16
+// checkpoint drafts: 20 prompts x 48 greedy tokens at gamma 7, every draft verified; its accepted
+// drafts must be at least 95% of the bf16 drafter's (a broken quantization, e.g. wrong k/v rows
+// of the context projection, accepts next to nothing), and the output is the target's either way.
+TEST(DefaultModel, Q8_0DrafterAcceptsAsItsBf16Checkpoint) {
+  torch::NoGradGuard no_grad;
+  model::Transformer target = model::Transformer::load(kModel.string());
+  const model::GenerationConfig generation = model::GenerationConfig::load_or_default(kModel.string(), target.config());
+  const std::filesystem::path drafter_dir =
+      kModel.parent_path() / (std::filesystem::canonical(kModel).filename().string() + "-dspark");
+  auto bf16 = draft::load_drafter("dspark", drafter_dir.string(), target, {.max_slots = 1, .capacity = 1024});
+  auto q8 = draft::load_drafter("dspark", drafter_dir.string(), target,
+                                {.max_slots = 1, .capacity = 1024, .weight_dtype = model::WeightDType::kQ8_0});
+  int64_t accepted_bf16 = 0, accepted_q8 = 0;
+  for (const auto& prompt : eval_prompts()) {
+    const std::vector<int64_t> ar = test::greedy(target, prompt, 48, generation.eos_token_ids);
+    for (auto [drafter, accepted] : {std::pair{bf16.get(), &accepted_bf16}, {q8.get(), &accepted_q8}}) {
+      const engine::RequestOutcome out =
+          test::generate(target, drafter, prompt, {.temperature = 0}, 48, {.gamma = 7}, generation.eos_token_ids);
+      EXPECT_EQ(out.ids, ar);
+      *accepted += out.stats.num_accepted_tokens;
+    }
+  }
+  EXPECT_GT(accepted_bf16, 200);  // the trained drafter: about 2 of 7 drafts accepted per step or more
+  EXPECT_GE(accepted_q8, 0.95 * static_cast<double>(accepted_bf16)) << "bf16 " << accepted_bf16 << ", q8_0 " << accepted_q8;
 }
 
 }  // namespace

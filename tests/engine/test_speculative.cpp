@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <map>
+#include <optional>
 
 #include "common/error.h"
 #include "draft/draft_init.h"
@@ -43,6 +44,7 @@ struct GreedyCase {
   model::Kernels kernels = model::Kernels::kAuto;  // kTensorOps: the target on the path CUDA runs
   model::WeightDType dtype = model::WeightDType::kF32;  // target's and drafter's matrices (f16: converted)
   model::KvCacheDType kv = model::KvCacheDType::kF32;    // the target's cache
+  std::optional<model::WeightDType> draft_dtype;         // the drafter's matrices, when not `dtype`
 };
 
 class GreedyEquality : public ::testing::TestWithParam<GreedyCase> {};
@@ -53,7 +55,7 @@ TEST_P(GreedyEquality, SpeculativeEqualsAutoregressive) {
   model::Transformer target = model::Transformer::load(test::fixture(c.target).string(),
                                                       {.weight_dtype = c.dtype, .kv_cache_dtype = c.kv, .kernels = c.kernels});
   test::TempDir dir;
-  auto drafter = random_drafter(target, c.method, dir, 3, c.head, c.dtype);
+  auto drafter = random_drafter(target, c.method, dir, 3, c.head, c.draft_dtype.value_or(c.dtype));
   const std::vector<std::vector<int64_t>> prompts = {{1, 2, 3}, {100, 17, 250, 9, 31, 77, 4}, {5, 5, 5, 5, 6, 5, 5, 5, 5}};
   for (const auto& prompt : prompts) {
     const std::vector<int64_t> ar = test::greedy(target, prompt, 40);
@@ -87,13 +89,24 @@ INSTANTIATE_TEST_SUITE_P(
                                  model::WeightDType::kF16},
                       GreedyCase{"tiny-qwen3-untied", "dspark", draft::MarkovHead::kVanilla, model::Kernels::kTensorOps,
                                  model::WeightDType::kF16},
-                      // quantized targets (their drafters stay in their checkpoint's bf16)
+                      // quantized targets and drafters (a drafter's matrices whose rows are not
+                      // whole blocks of 32, the Markov head's W2 at these ranks, stay in bf16)
                       GreedyCase{"tiny-qwen3-untied", "dspark", draft::MarkovHead::kVanilla, model::Kernels::kAuto,
                                  model::WeightDType::kQ8_0},
                       GreedyCase{"tiny-qwen3-tied", "eagle3", draft::MarkovHead::kVanilla, model::Kernels::kAuto,
                                  model::WeightDType::kQ8_0},
                       GreedyCase{"tiny-qwen3-tied", "dspark", draft::MarkovHead::kRnn, model::Kernels::kAuto,
                                  model::WeightDType::kQ4_0},
+                      // quantized drafters of an f32 target: the drafter's numerics shape only its
+                      // proposals, so the output is the target's whatever they are
+                      GreedyCase{"tiny-qwen3-untied", "dspark", draft::MarkovHead::kVanilla, model::Kernels::kAuto,
+                                 model::WeightDType::kF32, model::KvCacheDType::kF32, model::WeightDType::kQ8_0},
+                      GreedyCase{"tiny-qwen3-tied", "dflash", draft::MarkovHead::kVanilla, model::Kernels::kAuto,
+                                 model::WeightDType::kF32, model::KvCacheDType::kF32, model::WeightDType::kQ4_0},
+                      GreedyCase{"tiny-qwen3-untied", "eagle3", draft::MarkovHead::kVanilla, model::Kernels::kAuto,
+                                 model::WeightDType::kF32, model::KvCacheDType::kF32, model::WeightDType::kQ8_0},
+                      GreedyCase{"tiny-qwen3-untied", "dspark", draft::MarkovHead::kVanilla, model::Kernels::kTensorOps,
+                                 model::WeightDType::kF32, model::KvCacheDType::kF32, model::WeightDType::kQ8_0},
                       // a bf16 KV cache (head_dim 32: the vdpbf16ps attention where the CPU has it)
                       GreedyCase{"tiny-qwen3-untied", "dspark", draft::MarkovHead::kVanilla, model::Kernels::kAuto,
                                  model::WeightDType::kF32, model::KvCacheDType::kBF16},
@@ -107,7 +120,8 @@ INSTANTIATE_TEST_SUITE_P(
              (info.param.kernels == model::Kernels::kTensorOps ? "_tensor_ops" : "") +
              (info.param.dtype == model::WeightDType::kF32 ? std::string()
                                                             : "_" + std::string(model::weight_dtype_name(info.param.dtype))) +
-             (info.param.kv == model::KvCacheDType::kF32 ? "" : "_kv_bf16");
+             (info.param.kv == model::KvCacheDType::kF32 ? "" : "_kv_bf16") +
+             (info.param.draft_dtype ? "_draft_" + std::string(model::weight_dtype_name(*info.param.draft_dtype)) : "");
     });
 
 // A drafter written for a bf16 target serves that target converted to f16 on load (--dtype f16):

@@ -54,5 +54,27 @@ TEST(QuantizedWeight, PartsOfPartialGroupsAreGatheredFirst) {
   for (QuantType type : {QuantType::kQ8_0, QuantType::kQ4_0}) expect_same_packing(type, {5, 20, 3});
 }
 
+// A drafter's context K/V projection is the k and v rows of its fused q/k/v matrix: row_range
+// must hand back those rows' blocks unchanged, wherever the range starts in the 16-row groups.
+TEST(QuantizedWeight, RowRangeHoldsTheSameBlocks) {
+  const int64_t rows = 53, cols = 96;
+  for (QuantType type : {QuantType::kQ8_0, QuantType::kQ4_0}) {
+    const std::vector<uint8_t> blocks = random_blocks(type, rows, cols, 5);
+    const QuantizedWeight whole = QuantizedWeight::from_blocks(blocks.data(), rows, cols, type);
+    const size_t row_bytes = static_cast<size_t>(cols / kernels::kQuantBlock) * kernels::quant_block_bytes(type);
+    for (auto [begin, n] : {std::pair<int64_t, int64_t>{16, 32}, {7, 30}, {40, 13}, {0, rows}}) {
+      const QuantizedWeight part = whole.row_range(begin, n);
+      ASSERT_EQ(part.n_out, n);
+      ASSERT_EQ(part.n_in, cols);
+      std::vector<uint8_t> row(row_bytes);
+      for (int64_t r = 0; r < n; ++r) {
+        kernels::unpack_quant_row(type, part.packed.data_ptr(), n, cols, r, row.data());
+        EXPECT_EQ(0, std::memcmp(row.data(), blocks.data() + (begin + r) * row_bytes, row_bytes))
+            << "rows " << begin << " + " << r;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace dspark::model
