@@ -43,12 +43,12 @@ std::vector<int64_t> parse_ids(const std::string& csv, const std::string& flag) 
   return ids;
 }
 
-model::WeightDType parse_weight_dtype(const std::string& name) {
+model::WeightDType parse_weight_dtype(const std::string& name, const std::string& flag) {
   for (model::WeightDType dtype :
        {model::WeightDType::kAuto, model::WeightDType::kF16, model::WeightDType::kBF16, model::WeightDType::kF32,
         model::WeightDType::kQ8_0, model::WeightDType::kQ4_0})
     if (name == model::weight_dtype_name(dtype)) return dtype;
-  throw Error("--dtype: expected auto, f16, bf16, f32, q8_0 or q4_0, got '" + name + "'");
+  throw Error(flag + ": expected auto, f16, bf16, f32, q8_0 or q4_0, got '" + name + "'");
 }
 
 CLI::Option* add_dtype_option(CLI::App* cmd, std::string& dtype, const std::string& what) {
@@ -56,6 +56,20 @@ CLI::Option* add_dtype_option(CLI::App* cmd, std::string& dtype, const std::stri
                   what + " in memory: auto (the checkpoint's precision), f16, bf16 or f32 (converted on load), "
                          "or q8_0 / q4_0 (llama.cpp's blocks, quantized at load; CPU)")
       ->capture_default_str();
+}
+
+CLI::Option* add_draft_dtype_option(CLI::App* cmd, std::string& dtype) {
+  return cmd->add_option("--draft-dtype", dtype,
+                         "the drafter's weights: auto (q8_0 on the CPU, else its checkpoint's precision), f16, bf16 or "
+                         "f32, or q8_0 / q4_0 (quantized at load; CPU). Verification keeps the output exact at any "
+                         "drafter precision")
+      ->capture_default_str();
+}
+
+model::WeightDType resolve_draft_dtype(const std::string& name, const model::Transformer& target, const std::string& flag) {
+  const model::WeightDType dtype = parse_weight_dtype(name, flag);
+  if (dtype != model::WeightDType::kAuto) return dtype;
+  return target.device().is_cpu() ? model::WeightDType::kQ8_0 : model::WeightDType::kAuto;
 }
 
 model::KvCacheDType parse_kv_cache_dtype(const std::string& name) {
@@ -130,10 +144,10 @@ int64_t drafter_capacity(int64_t request_positions) {
 
 engine::StepCost load_or_profile_step_cost(const std::string& sps_file, model::Transformer& target,
                                            draft::Drafter* drafter, const std::string& model_dir,
-                                           const std::string& draft_dir, int64_t max_requests, int64_t gamma,
-                                           int64_t context) {
+                                           const std::string& draft_dir, model::WeightDType draft_dtype,
+                                           int64_t max_requests, int64_t gamma, int64_t context) {
   if (!sps_file.empty()) return engine::StepCost::load(sps_file);
-  const schedule::SpsMeta meta = engine::step_cost_meta(model_dir, target, draft_dir);
+  const schedule::SpsMeta meta = engine::step_cost_meta(model_dir, target, draft_dir, draft_dtype);
   engine::ProfileOptions options{.max_requests = max_requests, .gamma = gamma};
   if (context > 0) options.context = context;
   return engine::cached_step_cost(engine::default_cache_dir(), target, drafter, options, meta);

@@ -24,9 +24,17 @@ std::vector<std::string> split_csv(const std::string& csv);
 // "1,2,3" -> {1, 2, 3}; throws dspark::Error naming the bad element.
 std::vector<int64_t> parse_ids(const std::string& csv, const std::string& flag);
 // "auto" | "f16" | "bf16" | "f32" -> weight dtype; throws dspark::Error otherwise.
-model::WeightDType parse_weight_dtype(const std::string& name);
+model::WeightDType parse_weight_dtype(const std::string& name, const std::string& flag = "--dtype");
 // --dtype into `dtype` (default "auto"), described as the dtype of `what`.
 CLI::Option* add_dtype_option(CLI::App* cmd, std::string& dtype, const std::string& what = "weight dtype");
+// --draft-dtype into `dtype` (default "auto"): the drafter's weights, whatever the target's.
+CLI::Option* add_draft_dtype_option(CLI::App* cmd, std::string& dtype);
+// A --draft-dtype value for a drafter of `target`: "auto" is q8_0 where the target runs on the CPU
+// (a drafter's numerics shape only its proposals and verification keeps the output exact, so it
+// streams half the bytes per drafting call: docs/benchmarks.md) and the drafter checkpoint's
+// precision elsewhere; the others as parse_weight_dtype.
+model::WeightDType resolve_draft_dtype(const std::string& name, const model::Transformer& target,
+                                       const std::string& flag = "--draft-dtype");
 // "f32" | "bf16" -> KV cache dtype; throws dspark::Error otherwise.
 model::KvCacheDType parse_kv_cache_dtype(const std::string& name);
 // --kv-cache-dtype into `dtype` (default "f32"): the element type of the target's KV cache.
@@ -62,8 +70,8 @@ int64_t drafter_capacity(int64_t request_positions);
 // context: the cached positions a typical step attends to (0: the profile's default, 256).
 engine::StepCost load_or_profile_step_cost(const std::string& sps_file, model::Transformer& target,
                                            draft::Drafter* drafter, const std::string& model_dir,
-                                           const std::string& draft_dir, int64_t max_requests, int64_t gamma,
-                                           int64_t context = 0);
+                                           const std::string& draft_dir, model::WeightDType draft_dtype,
+                                           int64_t max_requests, int64_t gamma, int64_t context = 0);
 
 // --prompt TEXT | --prompt-ids IDS, with --chat.
 struct PromptArgs {

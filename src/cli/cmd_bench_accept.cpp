@@ -18,7 +18,8 @@ namespace dspark::cli {
 namespace {
 
 struct BenchAcceptArgs {
-  std::string target_dir, drafts, prompts, prompt_format = "auto", plot_dir, thresholds, dtype = "auto", kv_cache_dtype = "f32", json_out;
+  std::string target_dir, drafts, prompts, prompt_format = "auto", plot_dir, thresholds, dtype = "auto", draft_dtypes = "auto";
+  std::string kv_cache_dtype = "f32", json_out;
   int64_t limit = 0;
   bool json = false;
   bench::AcceptOptions options;
@@ -44,12 +45,18 @@ void run(BenchAcceptArgs a) {
   bench::AcceptReport report{.files = files, .thresholds = thresholds, .options = a.options, .limit = a.limit};
   std::vector<std::string>& labels = report.drafters;
   std::vector<std::unique_ptr<draft::Drafter>> drafters;
-  for (const std::string& d : draft_dirs) {
-    drafters.push_back(draft::load_drafter("", d, target, {.max_slots = 1, .capacity = 8192}));
-    labels.push_back(drafter_label(d, *drafters.back()));
-    const bool sweeps = drafters.back()->method() == "dspark";
-    for (const auto& p : prompts) total_runs += static_cast<int64_t>(p.size() * (sweeps ? thresholds.size() : 1));
-  }
+  const std::vector<std::string> draft_dtypes = split_csv(a.draft_dtypes);
+  if (draft_dtypes.empty()) throw Error("--draft-dtypes: give at least one");
+  for (const std::string& d : draft_dirs)
+    for (const std::string& name : draft_dtypes) {
+      const model::WeightDType dtype = resolve_draft_dtype(name, target, "--draft-dtypes");
+      drafters.push_back(draft::load_drafter("", d, target, {.max_slots = 1, .capacity = 8192, .weight_dtype = dtype}));
+      std::string label = drafter_label(d, *drafters.back());
+      if (name != "auto") label += " (" + name + ")";
+      labels.push_back(label);
+      const bool sweeps = drafters.back()->method() == "dspark";
+      for (const auto& p : prompts) total_runs += static_cast<int64_t>(p.size() * (sweeps ? thresholds.size() : 1));
+    }
   Progress progress("bench accept", total_runs, "prompt");
   int64_t done = 0;
   for (size_t i = 0; i < drafters.size(); ++i) {
@@ -94,6 +101,10 @@ void register_bench_accept(CLI::App& bench) {
   cmd->add_option("--thresholds", a->thresholds, "confidence thresholds to sweep for DSpark drafters, e.g. 0.1,0.2,...,0.9");
   cmd->add_option("--plot-dir", a->plot_dir, "write accept_per_position.svg (and threshold_sweep.svg) here");
   add_dtype_option(cmd, a->dtype, "target weights");
+  cmd->add_option("--draft-dtypes", a->draft_dtypes,
+                  "comma-separated drafter weight dtypes (as generate's --draft-dtype): each drafter runs in each; "
+                  "the table names all but auto")
+      ->capture_default_str();
   add_kv_cache_dtype_option(cmd, a->kv_cache_dtype);
   cmd->add_flag("--json", a->json, "machine-readable output");
   cmd->add_option("--json-out", a->json_out, "also write the JSON results to this file (with the Markdown on stdout)");

@@ -29,7 +29,7 @@ namespace fs = std::filesystem;
 
 struct BenchServeArgs {
   std::string target_dir, draft_dir, method, prompts, prompt_format = "turns", schedules = "none,mtp1,dspark-async";
-  std::string concurrency = "1,2,4,8,16,32,64", dtype = "auto", kv_cache_dtype = "f32", sps_file, plot_dir, json_out, step_log;
+  std::string concurrency = "1,2,4,8,16,32,64", dtype = "auto", draft_dtype = "auto", kv_cache_dtype = "f32", sps_file, plot_dir, json_out, step_log;
   int64_t limit = 64;
   int64_t repeats = 3;
   bool json = false;
@@ -75,7 +75,7 @@ void run_bench_serve(const BenchServeArgs& a) {
   if (!a.draft_dir.empty() || !a.method.empty()) {
     drafter = draft::load_drafter(a.method, a.draft_dir, target,
                                   {.max_slots = max_c, .capacity = drafter_capacity(longest + o.max_tokens),
-                                   .weight_dtype = parse_weight_dtype(a.dtype)});
+                                   .weight_dtype = resolve_draft_dtype(a.draft_dtype, target)});
     o.gamma = resolve_gamma(o.gamma, *drafter);
   }
   // Profiled at this workload's typical context: a step's cost grows with the positions it attends to.
@@ -84,7 +84,8 @@ void run_bench_serve(const BenchServeArgs& a) {
   const bool needs_profile = std::any_of(kinds.begin(), kinds.end(), schedule::needs_sps_table);
   engine::StepCost cost;
   if (needs_profile || !a.sps_file.empty())
-    cost = load_or_profile_step_cost(a.sps_file, target, drafter.get(), dir, a.draft_dir, max_c, o.gamma,
+    cost = load_or_profile_step_cost(a.sps_file, target, drafter.get(), dir, a.draft_dir,
+                                     resolve_draft_dtype(a.draft_dtype, target), max_c, o.gamma,
                                      engine::typical_context(prompts, o.max_tokens));
   else
     std::fprintf(stderr, "bench serve: no schedule here plans with the step-cost profile; not measuring one "
@@ -243,6 +244,7 @@ void register_bench_serve(CLI::App& bench) {
                                           "plan with the step-cost profile as measured; by default the engine "
                                           "rescales it by its steps' own times (docs/engine.md)"));
   in_process_only.push_back(add_dtype_option(cmd, a->dtype));
+  in_process_only.push_back(add_draft_dtype_option(cmd, a->draft_dtype));
   in_process_only.push_back(add_kv_cache_dtype_option(cmd, a->kv_cache_dtype));
   in_process_only.push_back(cmd->add_option(
       "--step-log", a->step_log, "write every engine step's measured and predicted time here (JSON lines)"));

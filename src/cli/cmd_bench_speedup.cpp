@@ -21,7 +21,7 @@ namespace {
 
 struct BenchSpeedupArgs {
   std::string target_dir, drafts, prompts, prompt_format = "auto", temperatures = "0,1", schedule = "dspark-sync";
-  std::string dtype = "auto", kv_cache_dtype = "f32", json_out;
+  std::string dtype = "auto", draft_dtypes = "auto", kv_cache_dtype = "f32", json_out;
   std::optional<int64_t> gamma;
   int64_t limit = 40;
   bool ngram = false, json = false;
@@ -65,24 +65,36 @@ void run(BenchSpeedupArgs a) {
   int64_t longest = 0;
   for (const auto& p : all_prompts) longest = std::max<int64_t>(longest, static_cast<int64_t>(p.size()));
   const draft::DrafterLoadOptions load{.max_slots = 1, .capacity = drafter_capacity(longest + a.options.max_tokens)};
+  const std::vector<std::string> draft_dtypes = split_csv(a.draft_dtypes);
+  if (draft_dtypes.empty()) throw Error("--draft-dtypes: give at least one");
   std::vector<std::unique_ptr<draft::Drafter>> drafters;
-  std::vector<std::string> sources;  // each drafter's directory ("" for n-gram)
+  std::vector<std::string> sources, dtype_names;  // each drafter's directory ("" for n-gram) and --draft-dtypes entry
+  std::vector<model::WeightDType> loaded_dtypes;  // and the dtype it was loaded in
   if (a.ngram) {
     drafters.push_back(draft::load_drafter("ngram", "", target, load));
     sources.push_back("");
+    dtype_names.push_back("auto");
+    loaded_dtypes.push_back(model::WeightDType::kAuto);
   }
-  for (const std::string& d : draft_dirs) {
-    drafters.push_back(draft::load_drafter("", d, target, load));
-    sources.push_back(d);
-  }
+  for (const std::string& d : draft_dirs)
+    for (const std::string& name : draft_dtypes) {
+      draft::DrafterLoadOptions options = load;
+      options.weight_dtype = resolve_draft_dtype(name, target, "--draft-dtypes");
+      drafters.push_back(draft::load_drafter("", d, target, options));
+      sources.push_back(d);
+      dtype_names.push_back(name);
+      loaded_dtypes.push_back(options.weight_dtype);
+    }
   std::vector<engine::StepCost> costs(drafters.size());  // stable addresses: the methods point into it
   std::vector<bench::SpeedupMethod> methods = {{.label = "autoregressive"}};
   for (size_t i = 0; i < drafters.size(); ++i) {
     const int64_t gamma = resolve_gamma(a.gamma, *drafters[i]);
     if (schedule::needs_sps_table(kind))
-      costs[i] = load_or_profile_step_cost("", target, drafters[i].get(), dir, sources[i], 1, gamma,
+      costs[i] = load_or_profile_step_cost("", target, drafters[i].get(), dir, sources[i], loaded_dtypes[i], 1, gamma,
                                            engine::typical_context(all_prompts, a.options.max_tokens));
-    methods.push_back({.label = sources[i].empty() ? "ngram" : drafter_label(sources[i], *drafters[i]),
+    std::string label = sources[i].empty() ? "ngram" : drafter_label(sources[i], *drafters[i]);
+    if (dtype_names[i] != "auto") label += " (" + dtype_names[i] + ")";
+    methods.push_back({.label = label,
                        .drafter = drafters[i].get(),
                        .gamma = gamma,
                        .schedule = kind,
@@ -132,6 +144,10 @@ void register_bench_speedup(CLI::App& bench) {
       ->capture_default_str();
   cmd->add_option("--seed", a->options.seed, "prompt i samples with seed + i under every method")->capture_default_str();
   add_dtype_option(cmd, a->dtype, "target weights");
+  cmd->add_option("--draft-dtypes", a->draft_dtypes,
+                  "comma-separated drafter weight dtypes (as generate's --draft-dtype): each drafter runs in each; "
+                  "the table names all but auto")
+      ->capture_default_str();
   add_kv_cache_dtype_option(cmd, a->kv_cache_dtype);
   cmd->add_flag("--json", a->json, "machine-readable output");
   cmd->add_option("--json-out", a->json_out, "also write the JSON results to this file (with the Markdown on stdout)");

@@ -29,7 +29,7 @@ namespace {
 namespace fs = std::filesystem;
 
 struct CalibrateArgs {
-  std::string target_dir, draft_dir, corpus_dir, prompts, plot, dtype = "auto";
+  std::string target_dir, draft_dir, corpus_dir, prompts, plot, dtype = "auto", draft_dtype = "auto";
   int64_t limit = 200;
   bool dry_run = false;
   bench::AcceptOptions options;
@@ -65,7 +65,9 @@ void run(CalibrateArgs a) {
   const std::optional<tokenizer::Tokenizer> tok = load_tokenizer_if_present(dir);
   if (!tok) throw Error(dir + ": no tokenizer.json");
   model::Transformer target = model::Transformer::load(dir, {parse_weight_dtype(a.dtype)});
-  auto drafter = draft::DSparkDrafter::load(a.draft_dir, target, {.max_slots = 1, .capacity = 8192});
+  // The drafter as generate and serve run it (--draft-dtype), so STS fits the confidences they see.
+  auto drafter = draft::DSparkDrafter::load(a.draft_dir, target, {.max_slots = 1, .capacity = 8192,
+                                                                  .weight_dtype = resolve_draft_dtype(a.draft_dtype, target)});
   if (!drafter->config().confidence_head) throw Error(a.draft_dir + ": this drafter has no confidence head to calibrate");
   drafter->set_confidence_temperatures({});  // fit on the raw confidences
   const std::vector<std::string> prompts = held_out_prompts(a);
@@ -132,6 +134,7 @@ void register_calibrate(CLI::App& app) {
   cmd->add_option("--seed", a->options.seed, "prompt i samples with seed + i")->capture_default_str();
   cmd->add_option("--plot", a->plot, "write the reliability diagrams to this SVG file");
   add_dtype_option(cmd, a->dtype, "target weights");
+  add_draft_dtype_option(cmd, a->draft_dtype);
   cmd->add_flag("--dry-run", a->dry_run, "report only; do not write sts.json");
   cmd->callback([a] { run(*a); });
 }

@@ -18,7 +18,7 @@ namespace dspark::cli {
 namespace {
 
 struct DraftArgs {
-  std::string target_dir, draft_dir, method, dtype = "auto";
+  std::string target_dir, draft_dir, method, dtype = "auto", draft_dtype = "auto";
   PromptArgs prompt;
   SamplingArgs sampling;
   std::optional<int64_t> anchor, gamma;
@@ -33,7 +33,8 @@ void run_draft(const DraftArgs& args) {
   sampling::SamplingParams params = args.sampling.resolve(model::GenerationConfig{});  // greedy unless flags say otherwise
   const int64_t n = static_cast<int64_t>(prompt.size());
   std::unique_ptr<draft::Drafter> drafter = draft::load_drafter(
-      args.method, args.draft_dir, target, {.max_slots = 1, .capacity = n + 64, .weight_dtype = parse_weight_dtype(args.dtype)});
+      args.method, args.draft_dir, target,
+      {.max_slots = 1, .capacity = n + 64, .weight_dtype = resolve_draft_dtype(args.draft_dtype, target)});
   const int64_t gamma = resolve_gamma(args.gamma, *drafter);
 
   const draft::FirstBlock first = draft::draft_first_block(target, *drafter, prompt, args.anchor, gamma, params);
@@ -86,6 +87,7 @@ void register_draft(CLI::App& app) {
   cmd->add_option("--anchor", args->anchor, "anchor token (default: the target's greedy next token)");
   cmd->add_option("--gamma", args->gamma, "slots to draft (default: the block size, else 7)");
   add_dtype_option(cmd, args->dtype);
+  add_draft_dtype_option(cmd, args->draft_dtype);
   cmd->add_flag("--json", args->json, "print one JSON object");
   cmd->callback([args] { run_draft(*args); });
 }

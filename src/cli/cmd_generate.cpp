@@ -20,7 +20,7 @@ namespace dspark::cli {
 namespace {
 
 struct GenerateArgs {
-  std::string model_dir, dtype = "auto", kv_cache_dtype = "f32";
+  std::string model_dir, dtype = "auto", draft_dtype = "auto", kv_cache_dtype = "f32";
   PromptArgs prompt;
   SamplingArgs sampling;
   bool ignore_eos = false, json = false;
@@ -87,7 +87,7 @@ void run_generate(const GenerateArgs& args) {
   if (speculative) {
     drafter = draft::load_drafter(args.method, args.draft_dir, model,
                                   {.max_slots = concurrency, .capacity = drafter_capacity(positions),
-                                   .weight_dtype = parse_weight_dtype(args.dtype)});
+                                   .weight_dtype = resolve_draft_dtype(args.draft_dtype, model)});
     gamma = resolve_gamma(args.gamma, *drafter);
   }
   const schedule::ScheduleKind kind =
@@ -95,7 +95,8 @@ void run_generate(const GenerateArgs& args) {
   if (kind != schedule::ScheduleKind::kNone && !drafter) throw Error("generate: --schedule needs a drafter (--draft)");
   engine::StepCost cost;
   if (schedule::needs_sps_table(kind))
-    cost = load_or_profile_step_cost(args.sps_file, model, drafter.get(), dir, args.draft_dir, concurrency, gamma);
+    cost = load_or_profile_step_cost(args.sps_file, model, drafter.get(), dir, args.draft_dir,
+                                     resolve_draft_dtype(args.draft_dtype, model), concurrency, gamma);
   engine::Engine engine(model, drafter.get(),
                         {.max_concurrency = concurrency, .max_context = positions, .gamma = gamma, .schedule = kind,
                          .step_cost = &cost});
@@ -140,6 +141,7 @@ void register_generate(CLI::App& app) {
   add_dtype_option(cmd, args->dtype);
   add_kv_cache_dtype_option(cmd, args->kv_cache_dtype);
   cmd->add_option("--draft", args->draft_dir, "drafter directory (DeepSpec layout): speculative decoding");
+  add_draft_dtype_option(cmd, args->draft_dtype);
   cmd->add_option("--method", args->method, "dspark | dflash | eagle3 | ngram (default: from the drafter's config)");
   cmd->add_option("--gamma", args->gamma, "drafts per step (default: the drafter's block size, else 7)");
   cmd->add_option("--confidence-threshold", args->confidence_threshold,

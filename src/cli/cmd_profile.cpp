@@ -14,7 +14,7 @@ namespace dspark::cli {
 namespace {
 
 struct ProfileArgs {
-  std::string model_dir, draft_dir, method, dtype = "auto", kv_cache_dtype = "f32", out;
+  std::string model_dir, draft_dir, method, dtype = "auto", draft_dtype = "auto", kv_cache_dtype = "f32", out;
   engine::ProfileOptions options;
   bool json = false;
 };
@@ -27,8 +27,8 @@ void run_profile(const ProfileArgs& a) {
   if (!a.draft_dir.empty() || !a.method.empty())
     drafter = draft::load_drafter(a.method, a.draft_dir, target,
                                   {.max_slots = a.options.max_requests, .capacity = a.options.context + a.options.gamma + 64,
-                                   .weight_dtype = parse_weight_dtype(a.dtype)});
-  const schedule::SpsMeta meta = engine::step_cost_meta(dir, target, a.draft_dir);
+                                   .weight_dtype = resolve_draft_dtype(a.draft_dtype, target)});
+  const schedule::SpsMeta meta = engine::step_cost_meta(dir, target, a.draft_dir, resolve_draft_dtype(a.draft_dtype, target));
   const engine::StepCost cost = engine::profile_step_cost(target, drafter.get(), a.options, meta);
   const std::filesystem::path file =
       a.out.empty() ? engine::default_cache_dir() / schedule::cache_file_name(meta) : std::filesystem::path(a.out);
@@ -63,6 +63,7 @@ void register_profile(CLI::App& app) {
   cmd->add_option("--draft", a->draft_dir, "drafter directory: its batched drafting cost is measured too");
   cmd->add_option("--method", a->method, "dspark | dflash | eagle3 | ngram (default: from the drafter's config)");
   add_dtype_option(cmd, a->dtype);
+  add_draft_dtype_option(cmd, a->draft_dtype);
   add_kv_cache_dtype_option(cmd, a->kv_cache_dtype);
   cmd->add_option("--max-requests", a->options.max_requests, "largest concurrency R to cover")->capture_default_str();
   cmd->add_option("--gamma", a->options.gamma, "drafts per request: B runs to R x (gamma + 1)")->capture_default_str();

@@ -22,7 +22,7 @@ namespace {
 namespace fs = std::filesystem;
 
 struct ServeArgs {
-  std::string model_dir, draft_dir, method, schedule, sps_file, dtype = "auto", kv_cache_dtype = "f32";
+  std::string model_dir, draft_dir, method, schedule, sps_file, dtype = "auto", draft_dtype = "auto", kv_cache_dtype = "f32";
   std::optional<int64_t> gamma, http_threads;
   std::optional<int> threads;
   int64_t max_concurrency = 16, max_queue = 64, max_context = 0;
@@ -97,7 +97,7 @@ void run_serve(ServeArgs& a) {
   if (!draft_dir.empty() || !a.method.empty()) {
     drafter = draft::load_drafter(a.method, draft_dir, target,
                                   {.max_slots = a.max_concurrency, .capacity = drafter_capacity(context),
-                                   .weight_dtype = parse_weight_dtype(a.dtype)});
+                                   .weight_dtype = resolve_draft_dtype(a.draft_dtype, target)});
     gamma = resolve_gamma(a.gamma, *drafter);
   }
   const schedule::ScheduleKind kind = a.schedule.empty()
@@ -106,7 +106,8 @@ void run_serve(ServeArgs& a) {
   if (kind != schedule::ScheduleKind::kNone && !drafter) throw Error("serve: --schedule needs a drafter (--draft)");
   engine::StepCost cost;
   if (schedule::needs_sps_table(kind))
-    cost = load_or_profile_step_cost(a.sps_file, target, drafter.get(), dir, draft_dir, a.max_concurrency, gamma);
+    cost = load_or_profile_step_cost(a.sps_file, target, drafter.get(), dir, draft_dir,
+                                     resolve_draft_dtype(a.draft_dtype, target), a.max_concurrency, gamma);
 
   const std::string id = model_id(dir);
   serve::ServerMetrics metrics({.model = id,
@@ -177,6 +178,7 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--threads-http", a->http_threads,
                   "connections served at once (default: max-concurrency + max-queue + 8)");
   add_dtype_option(cmd, a->dtype);
+  add_draft_dtype_option(cmd, a->draft_dtype);
   add_kv_cache_dtype_option(cmd, a->kv_cache_dtype);
   cmd->callback([a] { run_serve(*a); });
 }

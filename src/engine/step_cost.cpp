@@ -372,7 +372,7 @@ int64_t typical_context(const std::vector<std::vector<int64_t>>& prompts, int64_
 }
 
 schedule::SpsMeta step_cost_meta(const std::string& model_dir, const model::Transformer& target,
-                                 const std::string& drafter_dir) {
+                                 const std::string& drafter_dir, model::WeightDType drafter_dtype) {
   // The directory's name and weight bytes, and a hash of its full path: drafters of one shape in
   // directories named alike (runs/a/model, runs/b/model) once shared a profile, and with it
   // another drafter's drafting costs.
@@ -407,7 +407,9 @@ schedule::SpsMeta step_cost_meta(const std::string& model_dir, const model::Tran
   std::string dtype = model::weight_dtype_name(target.weight_dtype());
   if (target.kv_cache_dtype() != model::KvCacheDType::kF32)
     dtype += std::string("-kv") + model::kv_cache_dtype_name(target.kv_cache_dtype());
-  return {name(model_dir) + "+" + name(drafter_dir), host, model::device_label(target.device()), dtype, date, build};
+  std::string drafter = name(drafter_dir);
+  if (drafter_dtype != model::WeightDType::kAuto) drafter += std::string("-") + model::weight_dtype_name(drafter_dtype);
+  return {name(model_dir) + "+" + drafter, host, model::device_label(target.device()), dtype, date, build};
 }
 
 StepCost cached_step_cost(const fs::path& cache_dir, model::Transformer& target, draft::Drafter* drafter,

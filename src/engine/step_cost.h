@@ -92,10 +92,12 @@ StepCost profile_step_cost(model::Transformer& target, draft::Drafter* drafter, 
 // max_tokens, 256), the room a drafter sized for the workload has (cli's drafter_capacity).
 int64_t typical_context(const std::vector<std::vector<int64_t>>& prompts, int64_t max_tokens);
 
-// The setup a profile is valid for: model directory name + content size, host name, device, dtype,
-// and the running executable (its size and modification time).
+// The setup a profile is valid for: model directory name + content size, host name, device, dtype
+// (the target's, and the drafter's when it is loaded in another than its checkpoint's), and the
+// running executable (its size and modification time).
 schedule::SpsMeta step_cost_meta(const std::string& model_dir, const model::Transformer& target,
-                                 const std::string& drafter_dir);
+                                 const std::string& drafter_dir,
+                                 model::WeightDType drafter_dtype = model::WeightDType::kAuto);
 
 // The cached profile for `meta` under cache_dir, measured (and saved) if missing or stale.
 StepCost cached_step_cost(const std::filesystem::path& cache_dir, model::Transformer& target, draft::Drafter* drafter,

@@ -84,6 +84,19 @@ TEST(BadInput, UnknownDtype) {
   EXPECT_EQ(std::filesystem::file_size(m.dir / "out.f32"), 2u * 512 * 4);
 }
 
+// --draft-dtype: the same one line for a value it does not know; q4_0 (the drafter quantized at
+// load, beside the target's bf16) is the control.
+TEST(BadInput, UnknownDraftDtype) {
+  const std::filesystem::path models = std::filesystem::path(DSPARK_SOURCE_DIR) / "models";
+  const std::string args = "generate --model " + (models / "tiny-target-8l").string() + " --draft " +
+                           (models / "tiny-target-8l-dspark").string() +
+                           " --prompt-ids 1,2,3 --max-tokens 8 --temperature 0 --schedule fixed --draft-dtype ";
+  expect_one_line_error(run_dspark(args + "q5"), {"--draft-dtype", "'q5'", "auto, f16, bf16, f32, q8_0 or q4_0"});
+  const auto r = run_dspark(args + "q4_0 --json");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("\"num_drafts\""), std::string::npos) << r.out;
+}
+
 TEST(BadInput, MissingModelDirectory) {
   test::TempDir dir;
   expect_one_line_error(run_dspark("logits --model " + (dir / "nope").string() + " --ids 1 --out " +
