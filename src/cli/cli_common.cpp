@@ -72,6 +72,17 @@ model::WeightDType resolve_draft_dtype(const std::string& name, const model::Tra
   return target.device().is_cpu() ? model::WeightDType::kQ8_0 : model::WeightDType::kAuto;
 }
 
+CLI::Option* add_draft_dtypes_option(CLI::App* cmd, std::string& dtypes) {
+  return cmd->add_option("--draft-dtypes", dtypes,
+                         "comma-separated drafter weight dtypes (as generate's --draft-dtype): each drafter runs in each; "
+                         "the table names all but auto")
+      ->capture_default_str();
+}
+
+std::string draft_dtype_label(const std::string& label, const std::string& dtype_name) {
+  return dtype_name == "auto" ? label : label + " (" + dtype_name + ")";
+}
+
 model::KvCacheDType parse_kv_cache_dtype(const std::string& name) {
   for (model::KvCacheDType dtype : {model::KvCacheDType::kF32, model::KvCacheDType::kBF16})
     if (name == model::kv_cache_dtype_name(dtype)) return dtype;

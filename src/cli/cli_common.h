@@ -35,6 +35,12 @@ CLI::Option* add_draft_dtype_option(CLI::App* cmd, std::string& dtype);
 // precision elsewhere; the others as parse_weight_dtype.
 model::WeightDType resolve_draft_dtype(const std::string& name, const model::Transformer& target,
                                        const std::string& flag = "--draft-dtype");
+// --draft-dtypes into `dtypes` (default "auto"), for benchmarks that run each drafter in each; the
+// names in split_csv(dtypes), each resolved later by resolve_draft_dtype.
+CLI::Option* add_draft_dtypes_option(CLI::App* cmd, std::string& dtypes);
+// A benchmark row's name for a drafter run in --draft-dtypes entry `dtype_name`: `label`, followed
+// by the entry unless it is "auto".
+std::string draft_dtype_label(const std::string& label, const std::string& dtype_name);
 // "f32" | "bf16" -> KV cache dtype; throws dspark::Error otherwise.
 model::KvCacheDType parse_kv_cache_dtype(const std::string& name);
 // --kv-cache-dtype into `dtype` (default "f32"): the element type of the target's KV cache.

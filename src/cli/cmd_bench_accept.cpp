@@ -51,9 +51,7 @@ void run(BenchAcceptArgs a) {
     for (const std::string& name : draft_dtypes) {
       const model::WeightDType dtype = resolve_draft_dtype(name, target, "--draft-dtypes");
       drafters.push_back(draft::load_drafter("", d, target, {.max_slots = 1, .capacity = 8192, .weight_dtype = dtype}));
-      std::string label = drafter_label(d, *drafters.back());
-      if (name != "auto") label += " (" + name + ")";
-      labels.push_back(label);
+      labels.push_back(draft_dtype_label(drafter_label(d, *drafters.back()), name));
       const bool sweeps = drafters.back()->method() == "dspark";
       for (const auto& p : prompts) total_runs += static_cast<int64_t>(p.size() * (sweeps ? thresholds.size() : 1));
     }
@@ -101,10 +99,7 @@ void register_bench_accept(CLI::App& bench) {
   cmd->add_option("--thresholds", a->thresholds, "confidence thresholds to sweep for DSpark drafters, e.g. 0.1,0.2,...,0.9");
   cmd->add_option("--plot-dir", a->plot_dir, "write accept_per_position.svg (and threshold_sweep.svg) here");
   add_dtype_option(cmd, a->dtype, "target weights");
-  cmd->add_option("--draft-dtypes", a->draft_dtypes,
-                  "comma-separated drafter weight dtypes (as generate's --draft-dtype): each drafter runs in each; "
-                  "the table names all but auto")
-      ->capture_default_str();
+  add_draft_dtypes_option(cmd, a->draft_dtypes);
   add_kv_cache_dtype_option(cmd, a->kv_cache_dtype);
   cmd->add_flag("--json", a->json, "machine-readable output");
   cmd->add_option("--json-out", a->json_out, "also write the JSON results to this file (with the Markdown on stdout)");

@@ -72,10 +72,11 @@ void run_bench_serve(const BenchServeArgs& a) {
   int64_t longest = 0;
   for (const auto& p : prompts) longest = std::max<int64_t>(longest, static_cast<int64_t>(p.size()));
   std::unique_ptr<draft::Drafter> drafter;
+  const model::WeightDType draft_dtype = resolve_draft_dtype(a.draft_dtype, target);
   if (!a.draft_dir.empty() || !a.method.empty()) {
     drafter = draft::load_drafter(a.method, a.draft_dir, target,
                                   {.max_slots = max_c, .capacity = drafter_capacity(longest + o.max_tokens),
-                                   .weight_dtype = resolve_draft_dtype(a.draft_dtype, target)});
+                                   .weight_dtype = draft_dtype});
     o.gamma = resolve_gamma(o.gamma, *drafter);
   }
   // Profiled at this workload's typical context: a step's cost grows with the positions it attends to.
@@ -85,7 +86,7 @@ void run_bench_serve(const BenchServeArgs& a) {
   engine::StepCost cost;
   if (needs_profile || !a.sps_file.empty())
     cost = load_or_profile_step_cost(a.sps_file, target, drafter.get(), dir, a.draft_dir,
-                                     resolve_draft_dtype(a.draft_dtype, target), max_c, o.gamma,
+                                     draft_dtype, max_c, o.gamma,
                                      engine::typical_context(prompts, o.max_tokens));
   else
     std::fprintf(stderr, "bench serve: no schedule here plans with the step-cost profile; not measuring one "

@@ -92,9 +92,7 @@ void run(BenchSpeedupArgs a) {
     if (schedule::needs_sps_table(kind))
       costs[i] = load_or_profile_step_cost("", target, drafters[i].get(), dir, sources[i], loaded_dtypes[i], 1, gamma,
                                            engine::typical_context(all_prompts, a.options.max_tokens));
-    std::string label = sources[i].empty() ? "ngram" : drafter_label(sources[i], *drafters[i]);
-    if (dtype_names[i] != "auto") label += " (" + dtype_names[i] + ")";
-    methods.push_back({.label = label,
+    methods.push_back({.label = sources[i].empty() ? "ngram" : draft_dtype_label(drafter_label(sources[i], *drafters[i]), dtype_names[i]),
                        .drafter = drafters[i].get(),
                        .gamma = gamma,
                        .schedule = kind,
@@ -144,10 +142,7 @@ void register_bench_speedup(CLI::App& bench) {
       ->capture_default_str();
   cmd->add_option("--seed", a->options.seed, "prompt i samples with seed + i under every method")->capture_default_str();
   add_dtype_option(cmd, a->dtype, "target weights");
-  cmd->add_option("--draft-dtypes", a->draft_dtypes,
-                  "comma-separated drafter weight dtypes (as generate's --draft-dtype): each drafter runs in each; "
-                  "the table names all but auto")
-      ->capture_default_str();
+  add_draft_dtypes_option(cmd, a->draft_dtypes);
   add_kv_cache_dtype_option(cmd, a->kv_cache_dtype);
   cmd->add_flag("--json", a->json, "machine-readable output");
   cmd->add_option("--json-out", a->json_out, "also write the JSON results to this file (with the Markdown on stdout)");

@@ -82,12 +82,13 @@ void run_generate(const GenerateArgs& args) {
   if (concurrency < 1) throw Error("generate: --concurrency must be >= 1");
   const bool speculative = !args.draft_dir.empty() || !args.method.empty();
   const int64_t positions = static_cast<int64_t>(request.prompt_ids.size()) + args.max_tokens;
+  const model::WeightDType draft_dtype = resolve_draft_dtype(args.draft_dtype, model);
   std::unique_ptr<draft::Drafter> drafter;
   int64_t gamma = 0;
   if (speculative) {
     drafter = draft::load_drafter(args.method, args.draft_dir, model,
                                   {.max_slots = concurrency, .capacity = drafter_capacity(positions),
-                                   .weight_dtype = resolve_draft_dtype(args.draft_dtype, model)});
+                                   .weight_dtype = draft_dtype});
     gamma = resolve_gamma(args.gamma, *drafter);
   }
   const schedule::ScheduleKind kind =
@@ -96,7 +97,7 @@ void run_generate(const GenerateArgs& args) {
   engine::StepCost cost;
   if (schedule::needs_sps_table(kind))
     cost = load_or_profile_step_cost(args.sps_file, model, drafter.get(), dir, args.draft_dir,
-                                     resolve_draft_dtype(args.draft_dtype, model), concurrency, gamma);
+                                     draft_dtype, concurrency, gamma);
   engine::Engine engine(model, drafter.get(),
                         {.max_concurrency = concurrency, .max_context = positions, .gamma = gamma, .schedule = kind,
                          .step_cost = &cost});

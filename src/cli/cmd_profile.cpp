@@ -23,12 +23,13 @@ void run_profile(const ProfileArgs& a) {
   torch::NoGradGuard no_grad;
   const std::string dir = a.model_dir.empty() ? default_model_dir() : a.model_dir;
   model::Transformer target = model::Transformer::load(dir, {parse_weight_dtype(a.dtype), parse_kv_cache_dtype(a.kv_cache_dtype)});
+  const model::WeightDType draft_dtype = resolve_draft_dtype(a.draft_dtype, target);
   std::unique_ptr<draft::Drafter> drafter;
   if (!a.draft_dir.empty() || !a.method.empty())
     drafter = draft::load_drafter(a.method, a.draft_dir, target,
                                   {.max_slots = a.options.max_requests, .capacity = a.options.context + a.options.gamma + 64,
-                                   .weight_dtype = resolve_draft_dtype(a.draft_dtype, target)});
-  const schedule::SpsMeta meta = engine::step_cost_meta(dir, target, a.draft_dir, resolve_draft_dtype(a.draft_dtype, target));
+                                   .weight_dtype = draft_dtype});
+  const schedule::SpsMeta meta = engine::step_cost_meta(dir, target, a.draft_dir, draft_dtype);
   const engine::StepCost cost = engine::profile_step_cost(target, drafter.get(), a.options, meta);
   const std::filesystem::path file =
       a.out.empty() ? engine::default_cache_dir() / schedule::cache_file_name(meta) : std::filesystem::path(a.out);

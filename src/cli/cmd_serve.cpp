@@ -92,12 +92,13 @@ void run_serve(ServeArgs& a) {
   if (!tok) throw Error(dir + ": no tokenizer; the server needs one");
   const int64_t context = engine::context_limit(target.config(), a.max_context);
   const std::string draft_dir = resolve_draft_dir(a.draft_dir, dir);
+  const model::WeightDType draft_dtype = resolve_draft_dtype(a.draft_dtype, target);
   std::unique_ptr<draft::Drafter> drafter;
   int64_t gamma = 0;
   if (!draft_dir.empty() || !a.method.empty()) {
     drafter = draft::load_drafter(a.method, draft_dir, target,
                                   {.max_slots = a.max_concurrency, .capacity = drafter_capacity(context),
-                                   .weight_dtype = resolve_draft_dtype(a.draft_dtype, target)});
+                                   .weight_dtype = draft_dtype});
     gamma = resolve_gamma(a.gamma, *drafter);
   }
   const schedule::ScheduleKind kind = a.schedule.empty()
@@ -107,7 +108,7 @@ void run_serve(ServeArgs& a) {
   engine::StepCost cost;
   if (schedule::needs_sps_table(kind))
     cost = load_or_profile_step_cost(a.sps_file, target, drafter.get(), dir, draft_dir,
-                                     resolve_draft_dtype(a.draft_dtype, target), a.max_concurrency, gamma);
+                                     draft_dtype, a.max_concurrency, gamma);
 
   const std::string id = model_id(dir);
   serve::ServerMetrics metrics({.model = id,
