@@ -6,8 +6,8 @@
 # confidence head refitted on its own T = 1 rollouts (`train confidence`, 27 min) and its STS
 # calibration (sts.json beside it).
 # Usage: scripts/train_default_drafters.sh [RUN_DIR]   (default: runs/, ignored by git)
-# DSpark and DFlash train two epochs (56 and 50 min on a 2-core Zen 5: the second epoch took
-# DSpark's teacher-forced tau from 3.69 to 4.30 and its single-request speed from 1.57x to 1.69x),
+# DSpark trains three epochs (81 min on a 2-core Zen 5: teacher-forced tau 3.69 after one, 4.30 after
+# two, 4.63 after three; single requests 1.57x, 1.69x, then 1.72-1.76x AR at T = 0), DFlash two (50 min),
 # EAGLE-3 one (its training-time test makes an epoch slower; its second epoch is still to run).
 # Every step resumes when rerun: regenerate skips finished
 # conversations, training restarts from its newest checkpoint (every 100 steps), and a drafter
@@ -23,7 +23,7 @@ mkdir -p "$(dirname "$data")"
 autocast=()
 grep -qw -E "avx512_bf16|amx_bf16" /proc/cpuinfo && autocast=(--bf16-autocast)
 build/dspark data regenerate --target "$target" --corpus "$run/corpus" --out "$data" --limit 7000 --batch 32
-declare -A epochs=([dspark]=2 [dflash]=2 [eagle3]=1)
+declare -A epochs=([dspark]=3 [dflash]=2 [eagle3]=1)
 for method in dspark dflash eagle3; do
   dest="models/target-20l-$method"
   if [ -f "$dest/config.json" ]; then echo "$dest exists: skipped"; continue; fi
