@@ -3,7 +3,7 @@
 # the target's own answers to the corpus's train conversations (`data regenerate`, DeepSpec's Qwen3
 # sampling), then DSpark, DFlash and EAGLE-3 drafters on them (bf16 autocast where the CPU has
 # bf16 dot products), each installed as models/target-20l-METHOD/, then the DSpark drafter's
-# confidence head refitted on its own T = 1 rollouts (`train confidence`, 27 min) and its STS
+# confidence head refitted on its own T = 1 rollouts (`train confidence`, 15-27 min) and its STS
 # calibration (sts.json beside it).
 # Usage: scripts/train_default_drafters.sh [RUN_DIR]   (default: runs/, ignored by git)
 # DSpark trains three epochs (81 min on a 2-core Zen 5: teacher-forced tau 3.69 after one, 4.30 after
