@@ -292,6 +292,31 @@ class DraftBench {
   std::vector<sampling::Rng> rngs_;
 };
 
+// One verify point's stretch as the profile times it: a drafting step's verify follows a drafting
+// call for the same requests (each evicts the other's weights from the caches; timed back to
+// back, drafting measured 15% below the engine's); a plain step follows plain steps.
+std::vector<double> verify_stretch(model::Transformer& target, VerifyBench& verify, DraftBench* drafting,
+                                   const VerifyBench::Point& point) {
+  const auto R = static_cast<int64_t>(point.batch.seqs.size());
+  return run_stretch([&] {
+    if (drafting) {
+      drafting->prepare(R);
+      drafting->step(R);
+    }
+    return seconds_of(target.device(), [&] { verify.step(point); });
+  });
+}
+
+// draft(R)'s stretch: each drafting call follows the R requests' full verify step (full_block).
+std::vector<double> draft_stretch(model::Transformer& target, VerifyBench& verify, DraftBench& drafting, int64_t R,
+                                  const VerifyBench::Point& full_block) {
+  return run_stretch([&] {
+    drafting.prepare(R);
+    verify.step(full_block);
+    return seconds_of(target.device(), [&] { drafting.step(R); });
+  });
+}
+
 }  // namespace
 
 StepCost profile_step_cost(model::Transformer& target, draft::Drafter* drafter, const ProfileOptions& o,
@@ -317,10 +342,8 @@ StepCost profile_step_cost(model::Transformer& target, draft::Drafter* drafter, 
   // o.runs passes over every point after one warm-up pass; the median per point. Interleaving the
   // repeats spreads a burst of machine noise over many points' samples instead of one point's
   // every sample. Within a pass a point runs as a stretch of steps (run_stretch), as the engine's
-  // steady state does. Each step is what the engine's step around it would be: a drafting step's
-  // verify follows a drafting call for the same requests (each evicts the other's weights from
-  // the caches; timed back to back, drafting measured 15% below the engine's), and a drafting
-  // call follows such a verify step; a plain step (one token per request, no drafts) follows plain
+  // steady state does, each step preceded by what the engine's step around it would be
+  // (verify_stretch, draft_stretch); a plain step (one token per request, no drafts) follows plain
   // steps, as when dspark-async's gate keeps the drafter off.
   const int64_t n_points = n_batches + (drafter ? o.max_requests : 0);
   Progress progress("profile", (o.runs + 1) * n_points, "point");
@@ -328,24 +351,13 @@ StepCost profile_step_cost(model::Transformer& target, draft::Drafter* drafter, 
   int64_t done = 0;
   for (int64_t pass = 0; pass <= o.runs; ++pass) {  // pass 0 warms up
     for (int64_t i = 0; i < n_batches; ++i) {
-      const bool after_drafting = drafting && i < max_tokens;
-      const auto R = static_cast<int64_t>(points[i].batch.seqs.size());
-      const std::vector<double> times = run_stretch([&] {
-        if (after_drafting) {
-          drafting->prepare(R);
-          drafting->step(R);
-        }
-        return seconds_of(target.device(), [&] { verify.step(points[i]); });
-      });
+      DraftBench* before = drafting && i < max_tokens ? &*drafting : nullptr;
+      const std::vector<double> times = verify_stretch(target, verify, before, points[i]);
       if (pass > 0) verify_samples[i].insert(verify_samples[i].end(), times.begin(), times.end());
       progress.update(++done);
     }
     for (int64_t R = 1; drafting && R <= o.max_requests; ++R) {
-      const std::vector<double> times = run_stretch([&] {
-        drafting->prepare(R);
-        verify.step(points[R * (o.gamma + 1) - 1]);  // R requests' full verify step
-        return seconds_of(target.device(), [&] { drafting->step(R); });
-      });
+      const std::vector<double> times = draft_stretch(target, verify, *drafting, R, points[R * (o.gamma + 1) - 1]);
       if (pass > 0) draft_samples[R - 1].insert(draft_samples[R - 1].end(), times.begin(), times.end());
       progress.update(++done);
     }
@@ -355,6 +367,45 @@ StepCost profile_step_cost(model::Transformer& target, draft::Drafter* drafter, 
   for (auto& v : draft_samples) cost.draft_seconds.push_back(median(v));
   progress.finish();
   return cost;
+}
+
+std::vector<SpotCheckPoint> spot_check_step_cost(const StepCost& cost, model::Transformer& target,
+                                                 draft::Drafter* drafter, const ProfileOptions& options) {
+  // One request's points, measured as the profile measures them: a slot of cached context, a
+  // warm-up pass, then kPasses passes over the points and the median of each.
+  constexpr int kPasses = 3;
+  ProfileOptions one = options;
+  one.max_requests = 1;
+  VerifyBench verify(target, one, drafter ? drafter->target_layer_ids() : std::vector<int64_t>{});
+  std::optional<DraftBench> drafting;
+  if (drafter) drafting.emplace(*drafter, one, verify);
+  const int64_t block = options.gamma + 1;
+  const VerifyBench::Point single = verify.point({1}), full_block = verify.point({block});
+  std::vector<SpotCheckPoint> points;
+  std::vector<std::vector<double>> samples;
+  auto add = [&](std::string label, double profiled) {
+    points.push_back({std::move(label), profiled, 0});
+    samples.emplace_back();
+  };
+  add(drafter ? "verify(1)" : "plain(1)", drafter ? cost.verify_seconds.at(0) : cost.plain_cost(1));
+  if (block > 1) add("verify(" + std::to_string(block) + ")", cost.verify_seconds.at(static_cast<size_t>(block - 1)));
+  if (drafter) add("draft(1)", cost.draft_cost(1));
+  for (int pass = 0; pass <= kPasses; ++pass) {  // pass 0 warms up
+    std::vector<std::vector<double>> times;
+    times.push_back(verify_stretch(target, verify, drafter ? &*drafting : nullptr, single));
+    if (block > 1) times.push_back(verify_stretch(target, verify, drafter ? &*drafting : nullptr, full_block));
+    if (drafter) times.push_back(draft_stretch(target, verify, *drafting, 1, full_block));
+    if (pass == 0) continue;
+    for (size_t i = 0; i < times.size(); ++i) samples[i].insert(samples[i].end(), times[i].begin(), times[i].end());
+  }
+  for (size_t i = 0; i < points.size(); ++i) points[i].measured_seconds = median(samples[i]);
+  return points;
+}
+
+std::optional<SpotCheckPoint> first_overstated_point(const std::vector<SpotCheckPoint>& points, double ratio) {
+  for (const SpotCheckPoint& p : points)
+    if (p.measured_seconds < ratio * p.profiled_seconds) return p;
+  return std::nullopt;
 }
 
 int64_t typical_context(const std::vector<std::vector<int64_t>>& prompts, int64_t max_tokens) {
@@ -424,7 +475,15 @@ StepCost cached_step_cost(const fs::path& cache_dir, model::Transformer& target,
     const bool covers = static_cast<int64_t>(cost.verify_seconds.size()) >= options.max_requests * (options.gamma + 1) &&
                         (drafter == nullptr || static_cast<int64_t>(cost.draft_seconds.size()) >= options.max_requests) &&
                         cost.context == options.context && cost.gamma == options.gamma;
-    if (cost.meta.same_setup(meta) && covers) return cost;
+    if (cost.meta.same_setup(meta) && covers) {
+      const std::optional<SpotCheckPoint> off =
+          first_overstated_point(spot_check_step_cost(cost, target, drafter, options), kOverstatedRatio);
+      if (!off) return cost;
+      std::fprintf(stderr,
+                   "step-cost profile %s was measured on a busier machine (%s: %.2f ms now, %.2f ms in the profile): "
+                   "measuring it again\n",
+                   file.c_str(), off->label.c_str(), 1e3 * off->measured_seconds, 1e3 * off->profiled_seconds);
+    }
   }
   StepCost cost = profile_step_cost(target, drafter, options, meta);
   cost.save(file);

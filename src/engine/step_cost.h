@@ -22,6 +22,8 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "draft/drafter.h"
@@ -99,7 +101,37 @@ schedule::SpsMeta step_cost_meta(const std::string& model_dir, const model::Tran
                                  const std::string& drafter_dir,
                                  model::WeightDType drafter_dtype = model::WeightDType::kAuto);
 
-// The cached profile for `meta` under cache_dir, measured (and saved) if missing or stale.
+// A point of a cached profile timed again on the machine as it is now.
+struct SpotCheckPoint {
+  std::string label;  // "verify(1)", "verify(gamma + 1)", "draft(1)"; "plain(1)" without a drafter
+  double profiled_seconds = 0;
+  double measured_seconds = 0;
+};
+
+// Times one request's points of `cost` again as profile_step_cost measures them (a warm-up pass,
+// then the median of three): verify(1), verify(gamma + 1) (one request's full block) and draft(1)
+// with a drafter; plain(1) and verify(gamma + 1) without. A second or two on a 0.6B-shape model.
+std::vector<SpotCheckPoint> spot_check_step_cost(const StepCost& cost, model::Transformer& target,
+                                                 draft::Drafter* drafter, const ProfileOptions& options);
+
+// The first point the machine now runs in under `ratio` of the profile's time, if any. A profile
+// measured while something else ran keeps that run's slowness in its curves, unevenly (a burst
+// can inflate verify(1..8) 2x and leave the rest), and the engine's drift rescaling corrects the
+// curves' level, not their shape: with such a profile dspark-sync verified DFlash's blocks short
+// (1.33x AR where the undisturbed profile gave 1.64x). A point slower now than profiled is the
+// present machine's load, which the rescaling follows, so only overstated points count.
+std::optional<SpotCheckPoint> first_overstated_point(const std::vector<SpotCheckPoint>& points, double ratio);
+
+// A cached point at least 1.5x slower than the machine is now marks the profile as measured under
+// load. Run-to-run spread on a shared machine is 10-15%, and the spot check can read small points
+// up to 15% below the full profile (no large point runs before them to leave its debris in the
+// caches: verify(1) 3.7 ms against 4.3 ms on target-20l once, 4.3 against 4.0 another time), so
+// 1.5x leaves margin for a machine faster now than when it was profiled, and still catches the 2x
+// a busy neighbour caused.
+inline constexpr double kOverstatedRatio = 2.0 / 3.0;
+
+// The cached profile for `meta` under cache_dir, measured (and saved) if missing, stale, or
+// overstating what the machine's steps cost now (spot_check_step_cost, first_overstated_point).
 StepCost cached_step_cost(const std::filesystem::path& cache_dir, model::Transformer& target, draft::Drafter* drafter,
                           const ProfileOptions& options, const schedule::SpsMeta& meta);
 

@@ -1,8 +1,8 @@
 // The step-cost model the dspark schedules plan with: the SPS tables it gives (drafting cost of
 // the batch, the per-request cost the plain-step curve implies), its JSON round trip, a real
 // profile of the tiny model and its drafter (every curve filled, the drafter's slots restarted
-// before they outgrow its cache), and what the cache key holds: the build, the model directories,
-// the context and gamma.
+// before they outgrow its cache), what the cache key holds: the build, the model directories,
+// the context and gamma, and the spot check that re-measures a cached profile taken under load.
 #include <gtest/gtest.h>
 
 #include "common/error.h"
@@ -127,6 +127,73 @@ TEST(StepCost, CacheMeasuresAfreshAtAnotherGamma) {
     EXPECT_EQ(cost.gamma, gamma);
     EXPECT_EQ(static_cast<int64_t>(cost.verify_seconds.size()), gamma + 1);
   }
+}
+
+// Only a point the machine now runs well under its profiled time marks the profile as measured
+// under load; points slower now are the present load, which the drift rescaling follows.
+TEST(StepCost, OnlyAnOverstatedPointCondemnsAProfile) {
+  const std::vector<engine::SpotCheckPoint> points = {
+      {"verify(1)", 0.010, 0.020}, {"verify(8)", 0.020, 0.014}, {"draft(1)", 0.005, 0.001}};
+  const std::optional<engine::SpotCheckPoint> off = engine::first_overstated_point(points, 0.75);
+  ASSERT_TRUE(off.has_value());
+  EXPECT_EQ(off->label, "verify(8)");  // 0.014 < 0.75 * 0.020, and it comes before draft(1)
+  EXPECT_FALSE(engine::first_overstated_point({points[0]}, 0.75).has_value());
+  EXPECT_FALSE(engine::first_overstated_point({{"verify(1)", 0.010, 0.0075}}, 0.75).has_value());  // at the bound
+  EXPECT_FALSE(engine::first_overstated_point({}, 0.75).has_value());
+}
+
+// The spot check times one request's points with the drafter as the profile does.
+TEST(StepCost, SpotCheckTimesOneRequestsPointsAgain) {
+  torch::NoGradGuard no_grad;
+  const fs::path source(DSPARK_SOURCE_DIR);
+  model::Transformer target = model::Transformer::load((source / "models/tiny-target-8l").string());
+  auto drafter =
+      draft::load_drafter("dspark", (source / "models/tiny-target-8l-dspark").string(), target, {.max_slots = 2, .capacity = 128});
+  engine::StepCost cost;
+  cost.gamma = 3;
+  cost.verify_seconds = {0.001, 0.002, 0.003, 0.004};
+  cost.plain_verify_seconds = {0.0015};
+  cost.draft_seconds = {0.0005};
+  const std::vector<engine::SpotCheckPoint> points =
+      engine::spot_check_step_cost(cost, target, drafter.get(), {.max_requests = 2, .gamma = 3, .context = 64});
+  ASSERT_EQ(points.size(), 3u);
+  EXPECT_EQ(points[0].label, "verify(1)");
+  EXPECT_EQ(points[1].label, "verify(4)");
+  EXPECT_EQ(points[2].label, "draft(1)");
+  EXPECT_DOUBLE_EQ(points[0].profiled_seconds, 0.001);
+  EXPECT_DOUBLE_EQ(points[1].profiled_seconds, 0.004);
+  EXPECT_DOUBLE_EQ(points[2].profiled_seconds, 0.0005);
+  for (const engine::SpotCheckPoint& p : points) EXPECT_GT(p.measured_seconds, 0) << p.label;
+  // The drafter's slots are free again: a full profile can use every one.
+  EXPECT_NO_THROW(engine::profile_step_cost(target, drafter.get(),
+                                            {.max_requests = 2, .gamma = 3, .context = 64, .runs = 1, .quiet = true},
+                                            engine::step_cost_meta((source / "models/tiny-target-8l").string(), target, "")));
+}
+
+// A cached profile whose every time is 20x what the machine measures (as if profiled beside a
+// heavy job) is measured again and replaced; one that claims 20x less than the machine does is
+// the present machine's load and is kept. The 20x factors leave room for any ctest neighbour.
+TEST(StepCost, CacheMeasuresAgainAProfileTakenUnderLoad) {
+  torch::NoGradGuard no_grad;
+  const std::string dir = (fs::path(DSPARK_SOURCE_DIR) / "models/tiny-target-8l").string();
+  model::Transformer target = model::Transformer::load(dir);
+  const schedule::SpsMeta meta = engine::step_cost_meta(dir, target, "");
+  const engine::ProfileOptions options{.max_requests = 1, .gamma = 1, .context = 32, .runs = 1, .quiet = true};
+  test::TempDir cache;
+  const engine::StepCost measured = engine::cached_step_cost(cache.path(), target, nullptr, options, meta);
+  const fs::path file = fs::directory_iterator(cache.path())->path();
+  auto scaled = [&](double factor) {
+    engine::StepCost c = measured;
+    for (auto* curve : {&c.verify_seconds, &c.plain_verify_seconds}) for (double& s : *curve) s *= factor;
+    c.save(file);
+    return c;
+  };
+  const engine::StepCost slow = scaled(20.0);
+  const engine::StepCost again = engine::cached_step_cost(cache.path(), target, nullptr, options, meta);
+  EXPECT_LT(again.verify_seconds[0], slow.verify_seconds[0] / 4);
+  EXPECT_EQ(engine::StepCost::load(file).verify_seconds, again.verify_seconds);  // the new one is saved
+  const engine::StepCost fast = scaled(1.0 / 20.0);
+  EXPECT_EQ(engine::cached_step_cost(cache.path(), target, nullptr, options, meta).verify_seconds, fast.verify_seconds);
 }
 
 // Two checkpoints of one size in directories of one name (runs/a/model, runs/b/model) are two
