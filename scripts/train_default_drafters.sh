@@ -7,7 +7,8 @@
 # calibration (sts.json beside it).
 # Usage: scripts/train_default_drafters.sh [RUN_DIR]   (default: runs/, ignored by git)
 # DSpark trains three epochs (81 min on a 2-core Zen 5: teacher-forced tau 3.69 after one, 4.30 after
-# two, 4.63 after three; single requests 1.57x, 1.69x, then 1.72-1.76x AR at T = 0), DFlash two (50 min),
+# two, 4.63 after three; single requests 1.57x, 1.69x, then 1.72-1.76x AR at T = 0), DFlash two (50 min;
+# a third moved its tau 2.610 -> 2.629 and its speed within noise),
 # EAGLE-3 one (its training-time test makes an epoch slower; its second epoch is still to run).
 # Every step resumes when rerun: regenerate skips finished
 # conversations, training restarts from its newest checkpoint (every 100 steps), and a drafter
