@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <functional>
 #include <optional>
 #include <set>
 #include <span>
@@ -379,26 +380,32 @@ std::vector<SpotCheckPoint> spot_check_step_cost(const StepCost& cost, model::Tr
   VerifyBench verify(target, one, drafter ? drafter->target_layer_ids() : std::vector<int64_t>{});
   std::optional<DraftBench> drafting;
   if (drafter) drafting.emplace(*drafter, one, verify);
+  DraftBench* before = drafting ? &*drafting : nullptr;
   const int64_t block = options.gamma + 1;
   const VerifyBench::Point single = verify.point({1}), full_block = verify.point({block});
-  std::vector<SpotCheckPoint> points;
-  std::vector<std::vector<double>> samples;
-  auto add = [&](std::string label, double profiled) {
-    points.push_back({std::move(label), profiled, 0});
-    samples.emplace_back();
+  struct Check {
+    SpotCheckPoint point;
+    std::function<std::vector<double>()> stretch;
+    std::vector<double> samples;
   };
-  add(drafter ? "verify(1)" : "plain(1)", drafter ? cost.verify_seconds.at(0) : cost.plain_cost(1));
-  if (block > 1) add("verify(" + std::to_string(block) + ")", cost.verify_seconds.at(static_cast<size_t>(block - 1)));
-  if (drafter) add("draft(1)", cost.draft_cost(1));
-  for (int pass = 0; pass <= kPasses; ++pass) {  // pass 0 warms up
-    std::vector<std::vector<double>> times;
-    times.push_back(verify_stretch(target, verify, drafter ? &*drafting : nullptr, single));
-    if (block > 1) times.push_back(verify_stretch(target, verify, drafter ? &*drafting : nullptr, full_block));
-    if (drafter) times.push_back(draft_stretch(target, verify, *drafting, 1, full_block));
-    if (pass == 0) continue;
-    for (size_t i = 0; i < times.size(); ++i) samples[i].insert(samples[i].end(), times[i].begin(), times[i].end());
+  std::vector<Check> checks;
+  checks.push_back({{drafter ? "verify(1)" : "plain(1)", drafter ? cost.verify_seconds.at(0) : cost.plain_cost(1)},
+                    [&] { return verify_stretch(target, verify, before, single); }});
+  if (block > 1)
+    checks.push_back({{"verify(" + std::to_string(block) + ")", cost.verify_seconds.at(static_cast<size_t>(block - 1))},
+                      [&] { return verify_stretch(target, verify, before, full_block); }});
+  if (drafter)
+    checks.push_back({{"draft(1)", cost.draft_cost(1)}, [&] { return draft_stretch(target, verify, *drafting, 1, full_block); }});
+  for (int pass = 0; pass <= kPasses; ++pass)  // pass 0 warms up
+    for (Check& c : checks) {
+      const std::vector<double> times = c.stretch();
+      if (pass > 0) c.samples.insert(c.samples.end(), times.begin(), times.end());
+    }
+  std::vector<SpotCheckPoint> points;
+  for (Check& c : checks) {
+    c.point.measured_seconds = median(c.samples);
+    points.push_back(c.point);
   }
-  for (size_t i = 0; i < points.size(); ++i) points[i].measured_seconds = median(samples[i]);
   return points;
 }
 
