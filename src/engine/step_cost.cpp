@@ -389,13 +389,20 @@ std::vector<SpotCheckPoint> spot_check_step_cost(const StepCost& cost, model::Tr
     std::vector<double> samples;
   };
   std::vector<Check> checks;
-  checks.push_back({{drafter ? "verify(1)" : "plain(1)", drafter ? cost.verify_seconds.at(0) : cost.plain_cost(1)},
-                    [&] { return verify_stretch(target, verify, before, single); }});
+  // Built member by member: GCC 12 misreads a braced temporary holding a string here as possibly
+  // uninitialised (-Wmaybe-uninitialized), which CI's -Werror turns into a failed build.
+  const auto add = [&checks](std::string label, double profiled_seconds, std::function<std::vector<double>()> stretch) {
+    Check& c = checks.emplace_back();
+    c.point.label = std::move(label);
+    c.point.profiled_seconds = profiled_seconds;
+    c.stretch = std::move(stretch);
+  };
+  add(drafter ? "verify(1)" : "plain(1)", drafter ? cost.verify_seconds.at(0) : cost.plain_cost(1),
+      [&] { return verify_stretch(target, verify, before, single); });
   if (block > 1)
-    checks.push_back({{"verify(" + std::to_string(block) + ")", cost.verify_seconds.at(static_cast<size_t>(block - 1))},
-                      [&] { return verify_stretch(target, verify, before, full_block); }});
-  if (drafter)
-    checks.push_back({{"draft(1)", cost.draft_cost(1)}, [&] { return draft_stretch(target, verify, *drafting, 1, full_block); }});
+    add("verify(" + std::to_string(block) + ")", cost.verify_seconds.at(static_cast<size_t>(block - 1)),
+        [&] { return verify_stretch(target, verify, before, full_block); });
+  if (drafter) add("draft(1)", cost.draft_cost(1), [&] { return draft_stretch(target, verify, *drafting, 1, full_block); });
   for (int pass = 0; pass <= kPasses; ++pass)  // pass 0 warms up
     for (Check& c : checks) {
       const std::vector<double> times = c.stretch();
