@@ -103,7 +103,7 @@ schedule::SpsMeta step_cost_meta(const std::string& model_dir, const model::Tran
 
 // A point of a cached profile timed again on the machine as it is now.
 struct SpotCheckPoint {
-  std::string label;  // "verify(1)", "verify(gamma + 1)", "draft(1)"; "plain(1)" without a drafter
+  std::string label;  // "verify(1)", "verify(8)" (gamma + 1 at gamma 7), "draft(1)"; "plain(1)" without a drafter
   double profiled_seconds = 0;
   double measured_seconds = 0;
 };
