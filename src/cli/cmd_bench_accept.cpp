@@ -1,7 +1,6 @@
 // dspark bench accept: acceptance of one or more drafters on prompt files (DeepSpec's protocol,
 // bench/accept_bench.h), as one table (Markdown, or JSON with --json) and, with --plot-dir, the
 // plots of bench/accept_report.h.
-#include <fstream>
 #include <iostream>
 #include <memory>
 
@@ -11,6 +10,7 @@
 #include "cli/cli_common.h"
 #include "cli/commands.h"
 #include "common/error.h"
+#include "common/json_file.h"
 #include "common/progress.h"
 #include "draft/load_drafter.h"
 
@@ -74,10 +74,7 @@ void run(BenchAcceptArgs a) {
   progress.finish();
   if (!a.plot_dir.empty()) report.write_plots(a.plot_dir);
   const nlohmann::json out = report.to_json(dir);
-  if (!a.json_out.empty()) {
-    std::ofstream file(a.json_out);
-    if (!(file << out.dump(2) << "\n")) throw Error(a.json_out + ": cannot write");
-  }
+  if (!a.json_out.empty()) write_json_file(a.json_out, out);
   std::cout << (a.json ? out.dump(2) + "\n" : report.markdown());
 }
 

@@ -19,6 +19,7 @@
 #include "cli/cli_common.h"
 #include "cli/commands.h"
 #include "common/error.h"
+#include "common/json_file.h"
 #include "draft/load_drafter.h"
 #include "model/config.h"
 
@@ -47,8 +48,7 @@ struct BenchServeArgs {
 // The table on stdout (JSON with --json, else Markdown) and the JSON also in --json-out.
 void emit_report(const BenchServeArgs& a, const nlohmann::json& json, const std::string& markdown) {
   std::cout << (a.json ? json.dump(2) + "\n" : markdown);
-  if (!a.json_out.empty() && !(std::ofstream(a.json_out) << json.dump(2) << "\n"))
-    throw Error(a.json_out + ": cannot write");
+  if (!a.json_out.empty()) write_json_file(a.json_out, json);
 }
 
 void run_bench_serve(const BenchServeArgs& a) {

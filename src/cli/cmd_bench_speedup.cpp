@@ -3,7 +3,6 @@
 // temperature, or JSON.
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <memory>
 
@@ -12,6 +11,7 @@
 #include "cli/cli_common.h"
 #include "cli/commands.h"
 #include "common/error.h"
+#include "common/json_file.h"
 #include "common/progress.h"
 #include "draft/load_drafter.h"
 #include "schedule/schedule_kind.h"
@@ -113,10 +113,7 @@ void run(BenchSpeedupArgs a) {
   nlohmann::json out = report.to_json();
   out["target"] = dir;
   out["schedule"] = a.schedule;
-  if (!a.json_out.empty()) {
-    std::ofstream file(a.json_out);
-    if (!(file << out.dump(2) << "\n")) throw Error(a.json_out + ": cannot write");
-  }
+  if (!a.json_out.empty()) write_json_file(a.json_out, out);
   std::cout << (a.json ? out.dump(2) + "\n" : report.markdown());
 }
 

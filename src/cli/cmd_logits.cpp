@@ -28,6 +28,7 @@ void run_logits(const LogitsArgs& args) {
   std::ofstream out(args.out, std::ios::binary);
   if (!out) throw Error(args.out + ": cannot open for writing");
   out.write(reinterpret_cast<const char*>(logits.data_ptr<float>()), logits.numel() * sizeof(float));
+  out.flush();  // a full disk shows only at the flush
   if (!out) throw Error(args.out + ": write failed");
 }
 

@@ -24,8 +24,9 @@ nlohmann::json read_json_file(const std::filesystem::path& path) {
 
 void write_json_file(const std::filesystem::path& path, const nlohmann::json& json) {
   std::ofstream out(path);
-  if (!out) fail_one_line(path.string(), "cannot open for writing");
-  out << json.dump(2) << "\n";
+  if (!out) fail_one_line(path.string(), std::string("cannot open for writing (") + std::strerror(errno) + ")");
+  // A full disk shows only when the buffer is flushed: check it here so a result is never lost silently.
+  if (!(out << json.dump(2) << "\n" << std::flush)) fail_one_line(path.string(), "write failed");
 }
 
 }  // namespace dspark

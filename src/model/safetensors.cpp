@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "common/error.h"
+#include "common/json_file.h"
 #include "common/one_line_error.h"
 #include "model/mapped_file.h"
 
@@ -539,10 +540,7 @@ void write_sharded_safetensors(const std::string& dir, const std::vector<TensorT
     }
   }
   json index = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
-  std::ofstream out(index_path, std::ios::binary);
-  out << index.dump(2) << "\n";
-  out.close();
-  if (!out) fail(index_path, "write failed");
+  write_json_file(index_path, index);
 }
 
 // ---------------------------------------------------------------------------------------------

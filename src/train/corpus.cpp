@@ -767,7 +767,7 @@ void write_corpus(const Corpus& corpus, const fs::path& out_dir) {
   const fs::path file = out_dir / "stats.json";
   std::ofstream out(file, std::ios::binary | std::ios::trunc);
   if (!out) throw Error(file.string() + ": cannot open for writing");
-  out << stats.dump(2) << '\n';
+  out << stats.dump(2) << '\n' << std::flush;  // a full disk shows at the flush
   if (!out) throw Error(file.string() + ": write failed");
 }
 

@@ -22,11 +22,7 @@ using nlohmann::json;
 const std::string kFixtures = std::string(DSPARK_SHARED_DIR) + "/fixtures";
 
 using test::TempDir;
-
-void write_text(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-}
+using test::write_text;
 
 using test::expect_error;
 

@@ -28,11 +28,7 @@ using nlohmann::json;
 const std::string kFixtures = std::string(DSPARK_SHARED_DIR) + "/fixtures";
 
 using test::TempDir;
-
-void write_bytes(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
+using test::write_text;
 
 std::string read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -319,7 +315,7 @@ TEST(Safetensors, GetErrorsNameTensorAndFile) {
 TEST(Safetensors, OtherDtypesAreListedButNotLoadable) {
   TempDir tmp;
   const std::string path = tmp.file("i64.safetensors");
-  write_bytes(path, raw_file(R"({"ids":{"dtype":"I64","shape":[2],"data_offsets":[0,16]},)"
+  write_text(path, raw_file(R"({"ids":{"dtype":"I64","shape":[2],"data_offsets":[0,16]},)"
                              R"("w":{"dtype":"F32","shape":[1],"data_offsets":[16,20]}})",
                              20));
   auto a = SafetensorsArchive::open(path);
@@ -328,7 +324,7 @@ TEST(Safetensors, OtherDtypesAreListedButNotLoadable) {
   EXPECT_EQ(a.get("w").dtype, DType::kF32);
   expect_error([&] { a.get("ids"); }, {path, "tensor 'ids' has dtype I64", "not supported"});
   // Their sizes are still validated.
-  write_bytes(path, raw_file(R"({"ids":{"dtype":"I64","shape":[2],"data_offsets":[0,8]}})", 8));
+  write_text(path, raw_file(R"({"ids":{"dtype":"I64","shape":[2],"data_offsets":[0,8]}})", 8));
   expect_open_error(path, {"tensor 'ids'", "hold 8 bytes", "I64 [2] needs 16"});
 }
 
@@ -393,7 +389,7 @@ TEST(Safetensors, MalformedFilesAreRejected) {
   for (size_t i = 0; i < cases.size(); ++i) {
     SCOPED_TRACE(cases[i].what);
     const std::string path = tmp.file("bad" + std::to_string(i) + ".safetensors");
-    write_bytes(path, cases[i].bytes);
+    write_text(path, cases[i].bytes);
     expect_open_error(path, cases[i].needles);
   }
   // A directory passed where a file is expected.
@@ -407,9 +403,9 @@ TEST(Safetensors, MalformedFilesAreRejected) {
 TEST(Safetensors, DeeplyNestedHeaderIsAnError) {
   TempDir tmp;
   const std::string path = tmp.file("deep.safetensors");
-  write_bytes(path, raw_file(std::string(1 << 18, '['), 0));
+  write_text(path, raw_file(std::string(1 << 18, '['), 0));
   expect_open_error(path, {"header is not valid JSON"});
-  write_bytes(path, raw_file(std::string(1 << 18, '[') + std::string(1 << 18, ']'), 0));
+  write_text(path, raw_file(std::string(1 << 18, '[') + std::string(1 << 18, ']'), 0));
   expect_open_error(path, {"header is not a JSON object"});
 }
 
@@ -424,7 +420,7 @@ TEST(Safetensors, CorruptedFilesNeverCrash) {
   auto try_open = [&](const std::string& content) {
     // A new name each time: truncating a file in place is slow on some file systems.
     const std::string path = tmp.file("corrupt" + std::to_string(n_files++) + ".safetensors");
-    write_bytes(path, content);
+    write_text(path, content);
     struct Remove {
       const std::string& p;
       ~Remove() { std::remove(p.c_str()); }
@@ -465,36 +461,36 @@ TEST(Safetensors, ShardedSetErrors) {
   write_safetensors(tmp.file("s2.safetensors"), {{"a", DType::kF32, {2}, data, 8}, {"c", DType::kF32, {2}, data, 8}});
   write_safetensors(tmp.file("s3.safetensors"), {{"d", DType::kF32, {2}, data, 8}});
 
-  write_bytes(index, R"({"weight_map":{"a":"s1.safetensors","c":"s2.safetensors"}})");
+  write_text(index, R"({"weight_map":{"a":"s1.safetensors","c":"s2.safetensors"}})");
   expect_error([&] { SafetensorsArchive::open(dir); },
                {tmp.file("s2.safetensors"), "tensor 'a' also appears in", tmp.file("s1.safetensors")});
 
-  write_bytes(index, R"({"weight_map":{"b":"s1.safetensors","x":"s9.safetensors"}})");
+  write_text(index, R"({"weight_map":{"b":"s1.safetensors","x":"s9.safetensors"}})");
   expect_error([&] { SafetensorsArchive::open(dir); },
                {index, "shard file " + tmp.file("s9.safetensors"), "tensor 'x'", "does not exist"});
 
-  write_bytes(index, R"({"weight_map":{"b":"s1.safetensors","d":"s1.safetensors"}})");
+  write_text(index, R"({"weight_map":{"b":"s1.safetensors","d":"s1.safetensors"}})");
   expect_error([&] { SafetensorsArchive::open(dir); },
                {index, "tensor 'd' is listed in shard " + tmp.file("s1.safetensors"),
                 "does not contain it"});
 
-  write_bytes(index, R"({"weight_map":{"b":"s1.safetensors","d":"s3.safetensors"}})");
+  write_text(index, R"({"weight_map":{"b":"s1.safetensors","d":"s3.safetensors"}})");
   auto ok = SafetensorsArchive::open(dir);
   EXPECT_EQ(ok.names(), (std::vector<std::string>{"a", "b", "d"}));  // unlisted 'a' still loads
   EXPECT_EQ(ok.get("d").file, tmp.file("s3.safetensors"));
 
-  write_bytes(index, "{\"weight_map\": ");
+  write_text(index, "{\"weight_map\": ");
   expect_error([&] { SafetensorsArchive::open(dir); }, {index, "not valid JSON"});
-  write_bytes(index, R"({"metadata":{}})");
+  write_text(index, R"({"metadata":{}})");
   expect_error([&] { SafetensorsArchive::open(dir); }, {index, "'weight_map'"});
-  write_bytes(index, R"({"weight_map":{"b":3}})");
+  write_text(index, R"({"weight_map":{"b":3}})");
   expect_error([&] { SafetensorsArchive::open(dir); }, {index, "tensor 'b' is not a file name"});
-  write_bytes(index, "[]");
+  write_text(index, "[]");
   expect_error([&] { SafetensorsArchive::open(index); }, {index, "not a JSON object"});
 
   // A corrupt shard is reported under its own name.
-  write_bytes(tmp.file("s3.safetensors"), "xy");
-  write_bytes(index, R"({"weight_map":{"d":"s3.safetensors"}})");
+  write_text(tmp.file("s3.safetensors"), "xy");
+  write_text(index, R"({"weight_map":{"d":"s3.safetensors"}})");
   expect_error([&] { SafetensorsArchive::open(dir); }, {tmp.file("s3.safetensors"), "too short"});
 }
 
