@@ -14,6 +14,7 @@
 
 #include "draft/draft_config.h"
 #include "draft/drafter_weights.h"
+#include "model/kernels/linear_small.h"
 #include "model/linear.h"
 
 namespace dspark::draft {
@@ -44,6 +45,10 @@ class MarkovHeadModule {
   // The recurrence for one slot of n rows: w1_prev [n, r], hidden [n, hidden], state [n, r]
   // (RNN, updated). Returns the bias [n, vocab].
   torch::Tensor bias(const torch::Tensor& w1_prev, const torch::Tensor& hidden, torch::Tensor& state) const;
+  // The RNN head's part of it: updates state [n, r] and returns tanh(o) [n, r], W2's input.
+  torch::Tensor rnn_output(const torch::Tensor& w1_prev, const torch::Tensor& hidden, torch::Tensor& state) const;
+  // logits [n, vocab] (rows strided, columns contiguous, CPU) += x [n, r] (contiguous f32) W2^T, in place.
+  void add_w2_product(const torch::Tensor& x, torch::Tensor& logits, kernels::Bf16Math math) const;
 
   MarkovHead kind_ = MarkovHead::kNone;
   int64_t rank_ = 0;
