@@ -65,7 +65,8 @@ void MarkovHeadModule::step(torch::Tensor logits, const std::vector<int64_t>& pr
   // bf16) let it use bf16 dot instructions exactly; the RNN head's tanh(o) rows are not.
   torch::Tensor w1_prev = torch::empty({n, r});  // [n, r]
   const float* w1 = w1_.data_ptr<float>();
-  for (int64_t i = 0; i < n; ++i) std::copy_n(w1 + prev[i] * r, r, w1_prev.data_ptr<float>() + i * r);
+  float* rows = w1_prev.data_ptr<float>();
+  for (int64_t i = 0; i < n; ++i) std::copy_n(w1 + prev[i] * r, r, rows + i * r);
   if (kind_ == MarkovHead::kRnn) {
     add_w2_product(rnn_output(w1_prev, hidden, state).contiguous(), logits, kernels::Bf16Math::kExact);
   } else {

@@ -7,7 +7,6 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -28,12 +27,8 @@ using nlohmann::json;
 const std::string kFixtures = std::string(DSPARK_SHARED_DIR) + "/fixtures";
 
 using test::TempDir;
+using test::read_text;
 using test::write_text;
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
 
 std::string le64(uint64_t v) {
   std::string s(8, '\0');
@@ -56,7 +51,7 @@ void expect_open_error(const std::string& path, const std::vector<std::string>& 
 
 // Parses a safetensors header independently of the code under test.
 json read_header(const std::string& path, uint64_t* data_start) {
-  std::string bytes = read_bytes(path);
+  std::string bytes = read_text(path);
   uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<uint8_t>(bytes[i]);
   *data_start = 8 + n;
@@ -67,7 +62,7 @@ json read_header(const std::string& path, uint64_t* data_start) {
 void expect_views_match_file(const SafetensorsArchive& a, const std::string& file) {
   uint64_t start = 0;
   json header = read_header(file, &start);
-  std::string bytes = read_bytes(file);
+  std::string bytes = read_text(file);
   for (auto& [name, entry] : header.items()) {
     if (name == "__metadata__") continue;
     const TensorView& v = a.get(name);
@@ -210,8 +205,8 @@ TEST(Safetensors, WriteReadRoundTripSingleFile) {
   EXPECT_EQ(header["z.f32"]["data_offsets"], json::array({0, 24}));
   EXPECT_EQ(header["a.bf16"]["data_offsets"], json::array({24, 40}));
   EXPECT_EQ(header["scalar"]["shape"], json::array());
-  EXPECT_EQ(read_bytes(path).size(), start + 24 + 16 + 10 + 4 + 0 + 1200 + 6);
-  std::string text = read_bytes(path).substr(8, start - 8);
+  EXPECT_EQ(read_text(path).size(), start + 24 + 16 + 10 + 4 + 0 + 1200 + 6);
+  std::string text = read_text(path).substr(8, start - 8);
   EXPECT_EQ(text.rfind("{\"__metadata__\":{\"format\":\"pt\"}", 0), 0u) << text;
   EXPECT_EQ(reinterpret_cast<uintptr_t>(a.get("z.f32").data) % 8, 0u);
 }
@@ -240,7 +235,7 @@ TEST(Safetensors, WriteReadRoundTripSharded) {
   write_sharded_safetensors(dir, tensors, 32);
   for (int i = 1; i <= 4; ++i)
     EXPECT_TRUE(fs::exists(dir + "/model-0000" + std::to_string(i) + "-of-00004.safetensors")) << i;
-  json index = json::parse(read_bytes(dir + "/model.safetensors.index.json"));
+  json index = json::parse(read_text(dir + "/model.safetensors.index.json"));
   EXPECT_EQ(index["metadata"]["total_size"], 24 + 16 + 10 + 4 + 1200 + 6);
   EXPECT_EQ(index["weight_map"]["model.layers.0.big"], "model-00003-of-00004.safetensors");
   EXPECT_EQ(index["weight_map"]["odd"], "model-00004-of-00004.safetensors");
@@ -262,7 +257,7 @@ TEST(Safetensors, WriteReadRoundTripSharded) {
   write_sharded_safetensors(tmp.file("untied"), all, 400000);
   auto resharded = SafetensorsArchive::open(tmp.file("untied"));
   expect_same_tensors(resharded, all);
-  json untied_index = json::parse(read_bytes(tmp.file("untied") + "/model.safetensors.index.json"));
+  json untied_index = json::parse(read_text(tmp.file("untied") + "/model.safetensors.index.json"));
   std::set<std::string> shard_files;
   for (auto& [name, file] : untied_index["weight_map"].items()) shard_files.insert(file);
   EXPECT_GT(shard_files.size(), 2u);
@@ -415,7 +410,7 @@ TEST(Safetensors, CorruptedFilesNeverCrash) {
   Sample s;
   const std::string good = tmp.file("good.safetensors");
   write_safetensors(good, s.tensors());
-  const std::string bytes = read_bytes(good);
+  const std::string bytes = read_text(good);
   int n_files = 0;
   auto try_open = [&](const std::string& content) {
     // A new name each time: truncating a file in place is slow on some file systems.
