@@ -1,6 +1,7 @@
 #include "bench/accept_bench.h"
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
@@ -96,6 +97,34 @@ AcceptResult run_accept(model::Transformer& target, draft::Drafter& drafter, con
       if (on_prompt_done) on_prompt_done(++done);
     }
   return result;
+}
+
+std::vector<calibrate::Round> calibration_rounds(std::span<const engine::DraftRound> steps) {
+  std::vector<calibrate::Round> rounds;
+  for (const engine::DraftRound& step : steps) {
+    if (step.confidence.empty()) continue;
+    calibrate::Round round;
+    for (float c : step.confidence) {
+      const double p = std::clamp(static_cast<double>(c), 1e-7, 1.0 - 1e-7);
+      round.logits.push_back(std::log(p / (1.0 - p)));
+    }
+    round.accepted = static_cast<int>(step.accepted);
+    round.exact.assign(step.exact_acceptance.begin(), step.exact_acceptance.end());
+    rounds.push_back(std::move(round));
+  }
+  return rounds;
+}
+
+std::optional<ConfidenceMetrics> confidence_metrics(std::span<const engine::DraftRound> steps, int64_t gamma) {
+  const std::vector<calibrate::Round> rounds = calibration_rounds(steps);
+  if (rounds.empty()) return std::nullopt;
+  // Temperature 1 everywhere: the confidences are scored as the drafter gave them.
+  const std::vector<double> unscaled(static_cast<size_t>(gamma), 1.0);
+  const calibrate::StsMeans means = calibrate::sts_means(calibrate::sts_report(rounds, unscaled));
+  return ConfidenceMetrics{.rounds = static_cast<int64_t>(rounds.size()),
+                           .ece = means.ece_before,
+                           .auc = means.auc_after,
+                           .auc_exact = means.auc_exact};
 }
 
 }  // namespace dspark::bench

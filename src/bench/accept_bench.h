@@ -6,9 +6,12 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "calibrate/sts.h"
 #include "draft/drafter.h"
 #include "engine/request.h"
 #include "model/transformer.h"
@@ -44,5 +47,23 @@ struct AcceptResult {
 AcceptResult run_accept(model::Transformer& target, draft::Drafter& drafter, const tokenizer::Tokenizer& tok,
                         const std::string& model_dir, const std::vector<std::string>& prompts,
                         const AcceptOptions& options, const std::function<void(int64_t)>& on_prompt_done = {});
+
+// The drafting steps that carry confidences, as STS's rounds: each c_k as its logit, with how many
+// drafts were accepted and the exact acceptance probabilities of the verified slots. Steps without
+// confidences (no confidence head, or a request's last step, which drafts nothing) are left out.
+std::vector<calibrate::Round> calibration_rounds(std::span<const engine::DraftRound> steps);
+
+// DeepSpec's confidence-head evaluation (deepspec-spec 5.5) of one prompt file's rounds: per slot,
+// the 20-bin ECE and 1000-bin ROC-AUC of the cumulative survival prod_{j<=k} c_j, the confidences
+// as the drafter reports them (its sts.json applied), against the realised prefix acceptance, then
+// weighted over slots by their rounds (DeepSpec's ece_mean / auc_mean). auc_exact is the same AUC
+// for the exact prefix-acceptance probabilities prod_{j<=k} (1 - TV): the ceiling of any head on
+// these rounds. Meaningful only when every draft is verified (no confidence threshold).
+struct ConfidenceMetrics {
+  int64_t rounds = 0;
+  double ece = 0.0, auc = 0.0, auc_exact = 0.0;
+};
+// nullopt when no step carries confidences. gamma: the slots per round.
+std::optional<ConfidenceMetrics> confidence_metrics(std::span<const engine::DraftRound> steps, int64_t gamma);
 
 }  // namespace dspark::bench

@@ -14,6 +14,32 @@ namespace {
 double tau(const AcceptCell& c) { return c.stats.acceptance_length(); }
 double drafts_per_step(const AcceptCell& c) { return c.stats.drafts_per_step(); }
 
+// DeepSpec's confidence metrics of the cells that have them, one row per (drafter, file) and a
+// macro row per drafter; empty when no cell has a confidence head.
+std::string confidence_markdown(const AcceptReport& r) {
+  std::string rows;
+  for (const std::string& d : r.drafters) {
+    ConfidenceMetrics sum;
+    int n = 0;
+    for (const std::string& f : r.files)
+      for (const AcceptCell& c : r.cells)
+        if (c.drafter == d && c.file == f && c.threshold == 0 && c.confidence) {
+          const ConfidenceMetrics& m = *c.confidence;
+          rows += printf_string("| %s | %s | %lld | %.4f | %.3f | %.3f |\n", d.c_str(), fs::path(f).stem().c_str(),
+                                static_cast<long long>(m.rounds), m.ece, m.auc, m.auc_exact);
+          sum.rounds += m.rounds, sum.ece += m.ece, sum.auc += m.auc, sum.auc_exact += m.auc_exact, ++n;
+        }
+    if (n > 1)
+      rows += printf_string("| %s | **macro** | %lld | %.4f | %.3f | %.3f |\n", d.c_str(), static_cast<long long>(sum.rounds),
+                            sum.ece / n, sum.auc / n, sum.auc_exact / n);
+  }
+  if (rows.empty()) return rows;
+  return "\nConfidence head (DeepSpec's evaluation: cumulative survival as the drafter reports it, its STS applied, "
+         "against the realised prefix acceptance; per file, weighted over positions by rounds)\n\n"
+         "| drafter | prompts | rounds | ECE | ROC-AUC | ROC-AUC, exact probabilities |\n|---|---|---|---|---|---|\n" +
+         rows;
+}
+
 }  // namespace
 
 double AcceptReport::macro(const std::string& drafter, double threshold, double (*value)(const AcceptCell&)) const {
@@ -62,7 +88,7 @@ std::string AcceptReport::markdown() const {
     for (int64_t k = 0; k < options.gamma; ++k) s += printf_string(" %.3f |", macro_conditional(d, k));
     s += "\n";
   }
-  return s;
+  return s + confidence_markdown(*this);
 }
 
 nlohmann::json AcceptReport::to_json(const std::string& target_dir) const {
@@ -70,7 +96,7 @@ nlohmann::json AcceptReport::to_json(const std::string& target_dir) const {
                         {"gamma", options.gamma},     {"max_tokens", options.max_tokens},
                         {"limit", limit},             {"results", nlohmann::json::array()},
                         {"macro_acceptance_length", nlohmann::json::object()}};
-  for (const AcceptCell& c : cells)
+  for (const AcceptCell& c : cells) {
     out["results"].push_back({{"drafter", c.drafter},
                               {"prompts", c.file},
                               {"confidence_threshold", c.threshold},
@@ -81,6 +107,12 @@ nlohmann::json AcceptReport::to_json(const std::string& target_dir) const {
                               {"draft_tokens_per_proposal", drafts_per_step(c)},
                               {"accept_rate", c.stats.accept_rate_per_pos()},
                               {"conditional_accept_rate", c.stats.conditional_accept_rate()}});
+    if (c.confidence)
+      out["results"].back()["confidence"] = {{"rounds", c.confidence->rounds},
+                                             {"ece_mean", c.confidence->ece},
+                                             {"auc_mean", c.confidence->auc},
+                                             {"auc_exact_mean", c.confidence->auc_exact}};
+  }
   for (const std::string& d : drafters) out["macro_acceptance_length"][d] = macro(d, 0, tau);
   return out;
 }

@@ -1,8 +1,10 @@
 // The report of `dspark bench accept`: one cell per (drafter, prompt file, confidence threshold),
-// macro averages over prompt files, the Markdown tables, the JSON document and the plots (the
-// paper's Figure 2, conditional acceptance per position, and Figure 5, the threshold sweep).
+// macro averages over prompt files, the Markdown tables (with the confidence head's ECE and
+// ROC-AUC per file where the drafter has one), the JSON document and the plots (the paper's
+// Figure 2, conditional acceptance per position, and Figure 5, the threshold sweep).
 #pragma once
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,6 +18,7 @@ struct AcceptCell {
   std::string drafter, file;
   double threshold = 0;  // DSpark's confidence threshold (0: off)
   engine::RequestStats stats;
+  std::optional<ConfidenceMetrics> confidence;  // drafters with a confidence head, threshold 0
 };
 
 struct AcceptReport {

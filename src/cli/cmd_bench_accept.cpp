@@ -1,6 +1,6 @@
 // dspark bench accept: acceptance of one or more drafters on prompt files (DeepSpec's protocol,
-// bench/accept_bench.h), as one table (Markdown, or JSON with --json) and, with --plot-dir, the
-// plots of bench/accept_report.h.
+// bench/accept_bench.h), as one table (Markdown, or JSON with --json), the confidence head's ECE and
+// ROC-AUC per file for drafters that have one, and, with --plot-dir, the plots of bench/accept_report.h.
 #include <iostream>
 #include <memory>
 
@@ -64,10 +64,11 @@ void run(BenchAcceptArgs a) {
         bench::AcceptOptions o = a.options;
         o.confidence_threshold = th;
         const int64_t before = done;
-        report.cells.push_back({labels[i], files[f], th,
-                                bench::run_accept(target, *drafters[i], *tok, dir, prompts[f], o,
-                                                  [&](int64_t n) { progress.update(done = before + n, labels[i]); })
-                                    .stats});
+        const bench::AcceptResult result = bench::run_accept(
+            target, *drafters[i], *tok, dir, prompts[f], o, [&](int64_t n) { progress.update(done = before + n, labels[i]); });
+        // DeepSpec scores the confidence head only where every draft is verified.
+        report.cells.push_back({labels[i], files[f], th, result.stats,
+                                th == 0 ? bench::confidence_metrics(result.rounds, o.gamma) : std::nullopt});
       }
     }
   }

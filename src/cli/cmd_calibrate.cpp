@@ -3,8 +3,6 @@
 // confidences and how many drafts the target accepted; one temperature per position is fitted left
 // to right (calibrate/sts.h) and saved as sts.json beside the drafter, which applies it from then on.
 // Prints ECE before / after and ROC-AUC per position, and draws the reliability diagrams.
-#include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -43,23 +41,6 @@ std::vector<std::string> held_out_prompts(const CalibrateArgs& a) {
   return train::first_user_turns(fs::path(a.corpus_dir) / "valid.jsonl", a.limit);
 }
 
-// The drafting steps' raw confidences as logits, with how many drafts were accepted.
-std::vector<calibrate::Round> to_rounds(const std::vector<engine::DraftRound>& steps) {
-  std::vector<calibrate::Round> rounds;
-  for (const engine::DraftRound& r : steps) {
-    if (r.confidence.empty()) continue;
-    calibrate::Round round;
-    for (float c : r.confidence) {
-      const double p = std::clamp(static_cast<double>(c), 1e-7, 1.0 - 1e-7);
-      round.logits.push_back(std::log(p / (1.0 - p)));
-    }
-    round.accepted = static_cast<int>(r.accepted);
-    round.exact.assign(r.exact_acceptance.begin(), r.exact_acceptance.end());
-    rounds.push_back(std::move(round));
-  }
-  return rounds;
-}
-
 void run(CalibrateArgs a) {
   const std::string dir = a.target_dir.empty() ? default_model_dir() : a.target_dir;
   const std::optional<tokenizer::Tokenizer> tok = load_tokenizer_if_present(dir);
@@ -75,7 +56,7 @@ void run(CalibrateArgs a) {
   const bench::AcceptResult rollouts =
       bench::run_accept(target, *drafter, *tok, dir, prompts, a.options, [&](int64_t n) { progress.update(n); });
   progress.finish();
-  const std::vector<calibrate::Round> rounds = to_rounds(rollouts.rounds);
+  const std::vector<calibrate::Round> rounds = bench::calibration_rounds(rollouts.rounds);
   const int n_positions = static_cast<int>(a.options.gamma);
   const std::vector<double> temperatures = calibrate::fit_sts(rounds, n_positions);
   const std::vector<calibrate::StsPositionReport> report = calibrate::sts_report(rounds, temperatures);
