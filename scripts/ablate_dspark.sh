@@ -12,7 +12,8 @@
 # Needs the drafter data of scripts/train_default_drafters.sh ($DATA, default
 # runs/drafter-data-20l/regenerated.jsonl). Resumable: a variant whose model/ exists is not trained
 # again, an interrupted one resumes from its newest checkpoint. Writes $RUNS (default runs/ablate)
-# and $OUT/ablation.{md,json} (default bench-results).
+# and $OUT/ablation.{md,json} (default bench-results). The target's features are cached in $FEATURES
+# (default runs/features-20l, shared with scripts/train_default_drafters.sh), so only the first variant runs the target.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 epochs=${1:-0.5}
@@ -40,7 +41,8 @@ for v in "${variants[@]}"; do
   echo "ablation $v: training (${flags[$v]:-baseline settings})"
   # shellcheck disable=SC2086  # the flags are words
   build/dspark train drafter --target "$target" --method dspark --data "$data" --out "$runs/$v" ${flags[$v]} \
-    --anchors 16 --batch 8 --epochs "$epochs" --eval-every 100000 --save-every 100 --bf16-autocast
+    --anchors 16 --batch 8 --epochs "$epochs" --eval-every 100000 --save-every 100 --bf16-autocast \
+    --feature-cache "${FEATURES:-runs/features-20l}"
 done
 
 d=../shared/data

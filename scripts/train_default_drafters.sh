@@ -6,10 +6,12 @@
 # confidence head refitted on its own T = 1 rollouts (`train confidence`, 15-27 min) and its STS
 # calibration (sts.json beside it).
 # Usage: scripts/train_default_drafters.sh [RUN_DIR]   (default: runs/, ignored by git)
-# DSpark trains three epochs (81 min on a 2-core Zen 5: teacher-forced tau 3.69 after one, 4.30 after
-# two, 4.63 after three; single requests 1.57x, 1.69x, then 1.72-1.76x AR at T = 0), DFlash two (50 min;
+# The target's features are cached in RUN_DIR/features-20l (17 GB) on the first epoch and read back after
+# (`--feature-cache`: the same weights, about half the time). DSpark trains three epochs (81 min on a 2-core Zen 5
+# without the cache, 43 with it: teacher-forced tau 3.69 after one, 4.30 after
+# two, 4.63 after three; single requests 1.57x, 1.69x, then 1.72-1.76x AR at T = 0), DFlash two (50 min online;
 # a third moved its tau 2.610 -> 2.629 and its speed within noise),
-# EAGLE-3 two (60 min: its training-time test makes an epoch slower; teacher-forced tau 4.48 after
+# EAGLE-3 two (60 min online: its training-time test makes an epoch slower; teacher-forced tau 4.48 after
 # one, 5.06 after two; single requests 1.09-1.22x, then 1.33-1.36x AR at T = 0).
 # Every step resumes when rerun: regenerate skips finished
 # conversations, training restarts from its newest checkpoint (every 100 steps), and a drafter
@@ -29,8 +31,11 @@ declare -A epochs=([dspark]=3 [dflash]=2 [eagle3]=2)
 for method in dspark dflash eagle3; do
   dest="models/target-20l-$method"
   if [ -f "$dest/config.json" ]; then echo "$dest exists: skipped"; continue; fi
+  # The three capture the same target layers, so they share one feature cache (11 GB): the target's
+  # forward runs once per conversation in all.
   build/dspark train drafter --target "$target" --method "$method" --data "$data" --out "$run/drafter-20l-$method" \
-    --anchors 16 --batch 8 --epochs "${epochs[$method]}" --eval-every 400 --save-every 100 "${autocast[@]}"
+    --anchors 16 --batch 8 --epochs "${epochs[$method]}" --eval-every 400 --save-every 100 "${autocast[@]}" \
+    --feature-cache "$run/features-20l"
   mkdir -p "$dest"
   cp "$run/drafter-20l-$method"/model/* "$dest/"
 done

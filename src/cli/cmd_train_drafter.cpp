@@ -41,6 +41,10 @@ void register_train_drafter(CLI::App& train) {
   cmd->add_option("--eval-every", o->eval_every, "steps between validations")->capture_default_str();
   cmd->add_flag("--bf16-autocast", o->bf16_autocast,
                 "matrix products in bf16 (CPU autocast); weights, optimizer and losses stay f32");
+  cmd->add_option("--feature-cache", o->feature_cache_dir,
+                  "keep the target's features of each conversation in this directory, so that epochs after the "
+                  "first skip the target's forward (the same weights as without; shareable between runs of one "
+                  "target, data file and --bf16-autocast setting)");
   cmd->add_flag("--no-resume", f->no_resume, "start afresh even if --out holds checkpoints");
   cmd->callback([o, f] {
     o->target_dir = f->target.empty() ? default_model_dir() : f->target;

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -17,6 +18,7 @@
 #include "train/dspark_loss.h"
 #include "train/drafter_train_model.h"
 #include "train/eagle3_loss.h"
+#include "train/feature_cache.h"
 #include "train/regenerate.h"
 #include "train/token_dataset.h"
 
@@ -85,12 +87,25 @@ struct SequenceLoss {
   torch::Tensor c_star;             // [n, slots]
 };
 
-// The loss of one sequence's blocks, divided by the step's divisor. The frozen target runs
-// first (no grad): its features feed the drafter and its final hidden states give p_t through the
-// LM head at the labels' preceding positions.
+// The frozen target's features of one conversation (under the caller's autocast and no-grad):
+// the cache's bytes when it holds them, else the target's forward, stored for the next epoch.
+TargetFeatures target_features(const model::Transformer& target, const RegeneratedSample& s, const torch::Tensor& ids,
+                               const std::vector<int64_t>& capture_layers, FeatureCache* cache) {
+  if (cache)
+    if (std::optional<TargetFeatures> f = cache->find(s.id))
+      return {f->features.to(target.device()), f->final_hidden.to(target.device())};
+  const model::ForwardOutput out = target.forward_sequences(ids.unsqueeze(0), capture_layers);
+  TargetFeatures f{torch::cat(out.layer_hidden, -1)[0], out.final_hidden[0]};  // [S, m d], [S, d]
+  if (cache) cache->put(s.id, f);
+  return f;
+}
+
+// The loss of one sequence's blocks, divided by the step's divisor. The frozen target's
+// features (no grad) feed the drafter, and its final hidden states give p_t through the LM head
+// at the labels' preceding positions.
 SequenceLoss sequence_loss(const DrafterTrainModel& drafter, const model::Transformer& target, const RegeneratedSample& s,
                          const Blocks& blocks, const DSparkLossWeights& weights, double weight_total,
-                         bool bf16_autocast = false) {
+                         FeatureCache* cache, bool bf16_autocast = false) {
   const int64_t S = static_cast<int64_t>(s.input_ids.size()), B = drafter.slots();
   const int64_t n = static_cast<int64_t>(blocks.anchors.size());
   const torch::Device device = target.device();
@@ -107,9 +122,9 @@ SequenceLoss sequence_loss(const DrafterTrainModel& drafter, const model::Transf
     const Bf16Autocast autocast(bf16_autocast);  // the matrix products; the losses below are f32
     {
       torch::NoGradGuard no_grad;
-      const model::ForwardOutput out = target.forward_sequences(ids.unsqueeze(0), drafter.config().target_layer_ids);
-      features = torch::cat(out.layer_hidden, -1)[0];  // [S, m d]
-      target_logits = target.lm_head(out.final_hidden[0].index_select(0, torch::tensor(label_pos).to(device))).view({n, B, -1});
+      const TargetFeatures f = target_features(target, s, ids, drafter.config().target_layer_ids, cache);
+      features = f.features;
+      target_logits = target.lm_head(f.final_hidden.index_select(0, torch::tensor(label_pos).to(device))).view({n, B, -1});
     }
     z = drafter.forward(features, ids, blocks.anchors);
   }
@@ -130,7 +145,7 @@ DSparkLossWeights loss_weights(const draft::DraftConfig& c) {
 }
 
 DrafterValidation validate(const DrafterTrainModel& drafter, const model::Transformer& target,
-                           const std::vector<RegeneratedSample>& valid, const DrafterTrainOptions& o) {
+                           const std::vector<RegeneratedSample>& valid, const DrafterTrainOptions& o, FeatureCache* cache) {
   torch::NoGradGuard no_grad;
   const DSparkLossWeights weights = loss_weights(drafter.config());
   AcceptanceMetrics metrics;
@@ -141,7 +156,7 @@ DrafterValidation validate(const DrafterTrainModel& drafter, const model::Transf
     const Blocks blocks = sample_blocks(valid[i], drafter.slots(), o.max_anchors, rng);
     const double w = weight_sum(blocks, weights, is_eagle3(drafter.config()));
     if (w <= 0) continue;
-    const SequenceLoss l = sequence_loss(drafter, target, valid[i], blocks, weights, 1.0);
+    const SequenceLoss l = sequence_loss(drafter, target, valid[i], blocks, weights, 1.0, cache);
     loss += l.total.item<double>();
     total_w += w;
     metrics.add(l.c_star, blocks.valid);
@@ -220,6 +235,13 @@ DrafterTrainResult train_drafter(const DrafterTrainOptions& o) {
   AdamW optimizer(drafter.trainable(), {.beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.0});
   if (start_step > 0) optimizer.load_state(read_named_tensors(checkpoint / "optimizer.safetensors"), start_step);
   const DSparkLossWeights weights = loss_weights(config);
+  std::optional<FeatureCache> cache;
+  if (!o.feature_cache_dir.empty()) {
+    cache.emplace(o.feature_cache_dir, FeatureCache::fingerprint(o.target_dir, o.data_file, config.target_layer_ids,
+                                                                 o.bf16_autocast, torch::Device(target.device().type()).str()));
+    std::fprintf(stderr, "feature cache %s: %zu conversations cached\n", o.feature_cache_dir.c_str(), cache->size());
+  }
+  FeatureCache* const cache_ptr = cache ? &*cache : nullptr;
 
   std::ofstream log(o.out_dir / "log.jsonl", std::ios::app);
   DrafterTrainResult result;
@@ -242,7 +264,7 @@ DrafterTrainResult train_drafter(const DrafterTrainOptions& o) {
       for (size_t j = 0; j < batch.size(); ++j) {
         if (blocks[j].anchors.empty()) continue;
         const RegeneratedSample& s = data.train[batch[j]];
-        const SequenceLoss l = sequence_loss(drafter, target, s, blocks[j], weights, weight_total, o.bf16_autocast);
+        const SequenceLoss l = sequence_loss(drafter, target, s, blocks[j], weights, weight_total, cache_ptr, o.bf16_autocast);
         l.total.backward();
         loss += l.total.item<double>(), ce += l.ce, l1 += l.l1, conf += l.conf;
         metrics.add(l.c_star, blocks[j].valid);
@@ -260,7 +282,7 @@ DrafterTrainResult train_drafter(const DrafterTrainOptions& o) {
 
     const bool last = step + 1 == end_step;
     if (!data.valid.empty() && ((o.eval_every > 0 && (step + 1) % o.eval_every == 0) || last)) {
-      result.valid = validate(drafter, target, data.valid, o);
+      result.valid = validate(drafter, target, data.valid, o, cache_ptr);
       std::fprintf(stderr, "\nstep %ld validation: %s\n", static_cast<long>(step + 1), format_validation(result.valid).c_str());
       log << json{{"step", step + 1}, {"valid_loss", result.valid.loss}, {"valid_tau", result.valid.tau},
                   {"valid_accept_rate", result.valid.accept_rate}}.dump()

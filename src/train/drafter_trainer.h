@@ -11,6 +11,8 @@
 //                                optimizer.safetensors, trainer_state.json
 //   <out>/model/                 the drafter in DeepSpec's layout (bf16): loads with --draft
 //   <out>/log.jsonl              losses per logged step, validation metrics
+// With a feature cache the target's forward runs once per conversation (its first epoch); the
+// later ones read its features back, and train to the same bytes.
 #pragma once
 #include <cstdint>
 #include <filesystem>
@@ -42,6 +44,7 @@ struct DrafterTrainOptions {
   int64_t keep_checkpoints = 2;
   bool resume = true;
   bool bf16_autocast = false;        // matrix products in bf16 (train/bf16_autocast.h)
+  std::filesystem::path feature_cache_dir;  // the target's features kept here (train/feature_cache.h); empty: none
 };
 
 struct DrafterValidation {

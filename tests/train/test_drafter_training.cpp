@@ -393,5 +393,34 @@ TEST(DrafterTrainer, ResumeReproducesTheNextStepsBitForBit) {
         << file;
 }
 
+// Two epochs with the feature cache (the second reads the target's features back) write the
+// same checkpoint bytes as without it, and so does a run that finds the cache already full; a
+// run reading a cache whose bytes were overwritten trains to other weights, so the cache is read.
+void expect_feature_cache_trains_the_same_bytes(bool bf16_autocast) {
+  test::TempDir dir;
+  write_data(dir / "data.jsonl", 40);
+  const auto run = [&](const std::string& name, bool cached) {
+    train::DrafterTrainOptions o = options_for(dir, name);
+    o.epochs = 2;
+    o.bf16_autocast = bf16_autocast;
+    if (cached) o.feature_cache_dir = dir / "features";
+    const train::DrafterTrainResult r = train::train_drafter(o);
+    char step[32];
+    std::snprintf(step, sizeof step, "step-%06ld", static_cast<long>(r.steps));
+    return test::read_text(dir / name / "checkpoints" / step / "model.safetensors");
+  };
+  const std::string online = run("online", false);
+  EXPECT_EQ(run("filling", true), online);
+  EXPECT_EQ(run("reading", true), online);
+  const fs::path bin = dir / "features/features.bin";
+  const auto size = fs::file_size(bin);
+  fs::resize_file(bin, 0);
+  fs::resize_file(bin, size);  // zeros
+  EXPECT_NE(run("zeroed", true), online);
+}
+
+TEST(DrafterTrainer, FeatureCacheTrainsTheSameBytes) { expect_feature_cache_trains_the_same_bytes(false); }
+TEST(DrafterTrainer, FeatureCacheTrainsTheSameBytesUnderBf16Autocast) { expect_feature_cache_trains_the_same_bytes(true); }
+
 }  // namespace
 }  // namespace dspark
