@@ -1,6 +1,6 @@
 // `dspark train drafter` for DSpark, DFlash and EAGLE-3 (deepspec-spec 3.1-3.2, 4.1-4.3): the
-// target is frozen and computes its features online, per sequence (for this repository's small
-// targets that is faster than reading a feature cache: see docs/training.md); each step samples
+// target is frozen and computes its features per sequence, or reads them back from a feature cache
+// after a conversation's first epoch (train/feature_cache.h, docs/training.md); each step samples
 // anchors in a batch of regenerated conversations, runs all blocks of a sequence in one pass (for
 // EAGLE-3: the training-time test unrolled from the row before each anchor), and minimises DeepSpec's
 // loss with AdamW (betas 0.9 / 0.999, no weight decay), linear warmup over 4% of the steps then
