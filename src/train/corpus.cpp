@@ -10,6 +10,7 @@
 #include <unordered_set>
 
 #include "common/error.h"
+#include "common/fnv1a.h"
 #include "sampling/rng.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/unicode.h"
@@ -26,12 +27,6 @@ using ojson = nlohmann::ordered_json;  // keeps written keys in a readable order
 // platform and standard library (std::shuffle and the std distributions are not specified).
 
 uint64_t splitmix64(uint64_t& state) { return sampling::mix64(state += 0x9E3779B97F4A7C15ull); }
-
-uint64_t fnv1a(std::string_view text) {
-  uint64_t h = 0xCBF29CE484222325ull;
-  for (const unsigned char c : text) h = (h ^ c) * 0x100000001B3ull;
-  return h;
-}
 
 // A uniform index in [0, n).
 size_t below(uint64_t& state, size_t n) {

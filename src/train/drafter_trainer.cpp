@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
+#include "common/fnv1a.h"
 #include "common/json_file.h"
 #include "common/progress.h"
 #include "train/adamw.h"
@@ -30,12 +31,6 @@ using nlohmann::json;
 namespace {
 
 constexpr double kEagle3StepDecay = 0.8;  // step_loss_decay of DeepSpec's EAGLE-3 configs (deepspec-spec 4.1)
-
-uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
-  return h;
-}
 
 struct DataSplit {
   std::vector<RegeneratedSample> train, valid;
