@@ -30,7 +30,7 @@ declare -A epochs=([dspark]=6 [dflash]=2 [eagle3]=4)
 for method in dspark dflash eagle3; do
   dest="models/target-20l-$method"
   if [ -f "$dest/config.json" ]; then echo "$dest exists: skipped"; continue; fi
-  # The three capture the same target layers, so they share one feature cache (11 GB): the target's
+  # The three capture the same target layers, so they share one feature cache (17 GB): the target's
   # forward runs once per conversation in all.
   build/dspark train drafter --target "$target" --method "$method" --data "$data" --out "$run/drafter-20l-$method" \
     --anchors 16 --batch 8 --epochs "${epochs[$method]}" --eval-every 400 --save-every 100 "${autocast[@]}" \

@@ -27,9 +27,10 @@
 
 namespace dspark::train {
 
+// On the target's device as its forward returns them; `find` returns them on the CPU.
 struct TargetFeatures {
-  torch::Tensor features;      // [S, m d] the captured layers' outputs, concatenated (CPU, contiguous)
-  torch::Tensor final_hidden;  // [S, d] after the final norm (CPU, contiguous)
+  torch::Tensor features;      // [S, m d] the captured layers' outputs, concatenated
+  torch::Tensor final_hidden;  // [S, d] after the final norm
 };
 
 class FeatureCache {
