@@ -22,6 +22,12 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q "${missing[@]}"
 fi
 
-# CI builds with warnings as errors.
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DDSPARK_WERROR="$([ -n "${CI:-}" ] && echo ON || echo OFF)" > /dev/null
+# CI builds with warnings as errors. Elsewhere a build/ already configured keeps its choice: switching
+# the flag changes every object's compile line, so a developer's CI-configured tree would be rebuilt
+# from scratch by the main job.
+werror=()
+if [ -n "${CI:-}" ]; then werror=(-DDSPARK_WERROR=ON)
+elif [ ! -f build/CMakeCache.txt ]; then werror=(-DDSPARK_WERROR=OFF)
+fi
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release "${werror[@]}" > /dev/null
 cmake --build build -j "$(nproc)"
