@@ -8,6 +8,7 @@
 
 #include "common/error.h"
 #include "engine/engine.h"
+#include "sampling/rng.h"
 #include "tokenizer/chat_template.h"
 
 namespace dspark::bench {
@@ -121,8 +122,10 @@ std::optional<ConfidenceMetrics> confidence_metrics(std::span<const engine::Draf
   // Temperature 1 everywhere: the confidences are scored as the drafter gave them.
   const std::vector<double> unscaled(static_cast<size_t>(gamma), 1.0);
   const calibrate::StsMeans means = calibrate::sts_means(calibrate::sts_report(rounds, unscaled));
+  sampling::Rng rng(0);
   return ConfidenceMetrics{.rounds = static_cast<int64_t>(rounds.size()),
                            .ece = means.ece_before,
+                           .ece_floor = calibrate::ece_floor(rounds, unscaled, 200, rng),
                            .auc = means.auc_after,
                            .auc_exact = means.auc_exact};
 }

@@ -58,10 +58,12 @@ std::vector<calibrate::Round> calibration_rounds(std::span<const engine::DraftRo
 // as the drafter reports them (its sts.json applied), against the realised prefix acceptance, then
 // weighted over slots by their rounds (DeepSpec's ece_mean / auc_mean). auc_exact is the same AUC
 // for the exact prefix-acceptance probabilities prod_{j<=k} (1 - TV): the ceiling of any head on
-// these rounds. Meaningful only when every draft is verified (no confidence threshold).
+// these rounds. ece_floor is calibrate::ece_floor of the same predictions (200 redraws, seed 0):
+// the ECE a perfectly calibrated head would read on this many rounds, the floor of ece. Meaningful
+// only when every draft is verified (no confidence threshold).
 struct ConfidenceMetrics {
   int64_t rounds = 0;
-  double ece = 0.0, auc = 0.0, auc_exact = 0.0;
+  double ece = 0.0, ece_floor = 0.0, auc = 0.0, auc_exact = 0.0;
 };
 // nullopt when no step carries confidences. gamma: the slots per round.
 std::optional<ConfidenceMetrics> confidence_metrics(std::span<const engine::DraftRound> steps, int64_t gamma);

@@ -25,18 +25,24 @@ std::string confidence_markdown(const AcceptReport& r) {
       for (const AcceptCell& c : r.cells)
         if (c.drafter == d && c.file == f && c.threshold == 0 && c.confidence) {
           const ConfidenceMetrics& m = *c.confidence;
-          rows += printf_string("| %s | %s | %lld | %.4f | %.3f | %.3f |\n", d.c_str(), fs::path(f).stem().c_str(),
-                                static_cast<long long>(m.rounds), m.ece, m.auc, m.auc_exact);
-          sum.rounds += m.rounds, sum.ece += m.ece, sum.auc += m.auc, sum.auc_exact += m.auc_exact, ++n;
+          rows += printf_string("| %s | %s | %lld | %.4f | %.4f | %.3f | %.3f |\n", d.c_str(),
+                                fs::path(f).stem().c_str(), static_cast<long long>(m.rounds), m.ece, m.ece_floor, m.auc,
+                                m.auc_exact);
+          sum.rounds += m.rounds, sum.ece += m.ece, sum.ece_floor += m.ece_floor, sum.auc += m.auc,
+              sum.auc_exact += m.auc_exact, ++n;
         }
     if (n > 1)
-      rows += printf_string("| %s | **macro** | %lld | %.4f | %.3f | %.3f |\n", d.c_str(), static_cast<long long>(sum.rounds),
-                            sum.ece / n, sum.auc / n, sum.auc_exact / n);
+      rows += printf_string("| %s | **macro** | %lld | %.4f | %.4f | %.3f | %.3f |\n", d.c_str(),
+                            static_cast<long long>(sum.rounds), sum.ece / n, sum.ece_floor / n, sum.auc / n,
+                            sum.auc_exact / n);
   }
   if (rows.empty()) return rows;
   return "\nConfidence head (DeepSpec's evaluation: cumulative survival as the drafter reports it, its STS applied, "
-         "against the realised prefix acceptance; per file, weighted over positions by rounds)\n\n"
-         "| drafter | prompts | rounds | ECE | ROC-AUC | ROC-AUC, exact probabilities |\n|---|---|---|---|---|---|\n" +
+         "against the realised prefix acceptance; per file, weighted over positions by rounds. ECE floor: what a "
+         "perfectly calibrated head would read on these rounds, labels redrawn from its own predictions; a binned ECE "
+         "is never zero at a finite sample)\n\n"
+         "| drafter | prompts | rounds | ECE | ECE floor | ROC-AUC | ROC-AUC, exact probabilities |\n"
+         "|---|---|---|---|---|---|---|\n" +
          rows;
 }
 
@@ -110,6 +116,7 @@ nlohmann::json AcceptReport::to_json(const std::string& target_dir) const {
     if (c.confidence)
       out["results"].back()["confidence"] = {{"rounds", c.confidence->rounds},
                                              {"ece_mean", c.confidence->ece},
+                                             {"ece_floor_mean", c.confidence->ece_floor},
                                              {"auc_mean", c.confidence->auc},
                                              {"auc_exact_mean", c.confidence->auc_exact}};
   }

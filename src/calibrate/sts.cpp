@@ -230,4 +230,45 @@ StsMeans sts_means(std::span<const StsPositionReport> positions) {
   return m;
 }
 
+double ece_floor(std::span<const Round> rounds, std::span<const double> temperatures, int draws, sampling::Rng& rng) {
+  check_rounds(rounds, temperatures.size());
+  check_temperatures(temperatures);
+  if (draws < 1) throw Error("ece_floor: draws must be >= 1, got " + std::to_string(draws));
+  // Each proposed slot's calibrated confidence c and cumulative survival a, computed once: only the
+  // labels change between draws.
+  struct Slot {
+    double confidence, survival;
+  };
+  std::vector<std::vector<Slot>> slots(rounds.size());
+  for (size_t r = 0; r < rounds.size(); ++r) {
+    double a = 1.0;
+    for (size_t k = 0; k < rounds[r].logits.size(); ++k) {
+      const double c = calibrated_confidence(rounds[r].logits[k], temperatures[k]);
+      a *= c;
+      slots[r].push_back({c, a});
+    }
+  }
+  std::vector<ReliabilityAccumulator> positions(temperatures.size());
+  double sum = 0.0;
+  for (int d = 0; d < draws; ++d) {
+    for (ReliabilityAccumulator& p : positions) p.clear();
+    for (const std::vector<Slot>& round : slots) {
+      bool accepted = true;
+      for (size_t k = 0; k < round.size(); ++k) {
+        if (accepted) accepted = rng.uniform() < round[k].confidence;
+        positions[k].add(round[k].survival, accepted);
+      }
+    }
+    double weighted = 0.0, weight = 0.0;
+    for (const ReliabilityAccumulator& p : positions) {
+      if (p.n_total() == 0) continue;
+      weighted += static_cast<double>(p.n_total()) * p.ece();
+      weight += static_cast<double>(p.n_total());
+    }
+    if (weight == 0.0) return std::nan("");
+    sum += weighted / weight;
+  }
+  return sum / draws;
+}
+
 }  // namespace dspark::calibrate

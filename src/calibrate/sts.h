@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "sampling/rng.h"
 
 namespace dspark::calibrate {
 
@@ -96,5 +97,15 @@ struct StsMeans {
   double ece_before = 0.0, ece_after = 0.0, auc_after = 0.0, auc_exact = 0.0;
 };
 StsMeans sts_means(std::span<const StsPositionReport> positions);
+
+// The position-weighted mean ECE (weighted as sts_means weighs it) that a perfectly calibrated
+// head would show on these rounds: the same predictions a_k, each round's labels redrawn from them
+// (slot k accepted with probability sigmoid(logit_k / T_k) once the slots before it were, so the
+// labels stay nested as realised prefixes are), averaged over `draws` redraws. A binned ECE is
+// biased upward by the sampling noise of each bin's label mean (about sqrt(p (1 - p) / n_b) per
+// bin): a perfect head reads 2-3% at a thousand rounds and 1.4% at four thousand (7 slots, this
+// repository's drafter), so a measured ECE says how well a head is calibrated only beside this
+// floor. NaN when no round proposes a slot; draws >= 1 and the checks of fit_sts, else dspark::Error.
+double ece_floor(std::span<const Round> rounds, std::span<const double> temperatures, int draws, sampling::Rng& rng);
 
 }  // namespace dspark::calibrate

@@ -19,6 +19,7 @@
 #include "common/json_file.h"
 #include "common/progress.h"
 #include "draft/dspark_drafter.h"
+#include "sampling/rng.h"
 #include "train/corpus.h"
 
 namespace dspark::cli {
@@ -77,8 +78,11 @@ void run(CalibrateArgs a) {
   }
   if (any) {
     const calibrate::StsMeans m = calibrate::sts_means(report);
-    std::printf("\nmean over positions (weighted by rounds): ECE %.4f -> %.4f, AUC %.3f (exact probabilities: %.3f)\n",
-                m.ece_before, m.ece_after, m.auc_after, m.auc_exact);
+    sampling::Rng rng(0);
+    const double floor = calibrate::ece_floor(rounds, temperatures, 200, rng);
+    std::printf("\nmean over positions (weighted by rounds): ECE %.4f -> %.4f, AUC %.3f (exact probabilities: %.3f)\n"
+                "a perfectly calibrated head would read ECE %.4f on these rounds (labels redrawn from its predictions)\n",
+                m.ece_before, m.ece_after, m.auc_after, m.auc_exact, floor);
   }
   if (!a.dry_run) {
     calibrate::write_sts_file(a.draft_dir,

@@ -59,6 +59,10 @@ TEST(ConfidenceMetrics, CalibratedGroupsGiveZeroEceAndTheHandComputedAuc) {
   EXPECT_NEAR(m->ece, 0.0, 1e-6);
   EXPECT_NEAR(m->auc, 0.8, 1e-9);
   EXPECT_NEAR(m->auc_exact, 1.0, 1e-9);
+  // Yet a calibrated head does not read 0 when its labels are drawn: on 10 rounds per group the
+  // floor is E|Bin(10, 0.8) / 10 - 0.8| = 0.0966 (the 0.2 group mirrors it), estimated from 200
+  // redraws with a standard error of 0.004; within 0.015.
+  EXPECT_NEAR(m->ece_floor, 0.0966, 0.015);
 }
 
 // The same labels at 0.9 / 0.1: each bin is off by 0.1, so ECE 0.1; the ranking, so the AUC, is unchanged.
@@ -84,14 +88,16 @@ AcceptReport report_with(std::optional<ConfidenceMetrics> a1, std::optional<Conf
 }
 
 TEST(AcceptReport, ListsTheConfidenceMetricsPerFileWithAMacroRow) {
-  const AcceptReport r = report_with(ConfidenceMetrics{20, 0.01, 0.8, 0.9}, ConfidenceMetrics{30, 0.03, 0.7, 0.8});
+  const AcceptReport r =
+      report_with(ConfidenceMetrics{20, 0.01, 0.02, 0.8, 0.9}, ConfidenceMetrics{30, 0.03, 0.04, 0.7, 0.8});
   const std::string md = r.markdown();
-  EXPECT_NE(md.find("| dspark | gsm8k | 20 | 0.0100 | 0.800 | 0.900 |"), std::string::npos) << md;
-  EXPECT_NE(md.find("| dspark | mbpp | 30 | 0.0300 | 0.700 | 0.800 |"), std::string::npos) << md;
-  EXPECT_NE(md.find("| dspark | **macro** | 50 | 0.0200 | 0.750 | 0.850 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| dspark | gsm8k | 20 | 0.0100 | 0.0200 | 0.800 | 0.900 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| dspark | mbpp | 30 | 0.0300 | 0.0400 | 0.700 | 0.800 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| dspark | **macro** | 50 | 0.0200 | 0.0300 | 0.750 | 0.850 |"), std::string::npos) << md;
   EXPECT_EQ(md.find("| eagle3 | gsm8k |"), std::string::npos) << md;
   const nlohmann::json j = r.to_json("target");
   EXPECT_DOUBLE_EQ(j["results"][1]["confidence"]["auc_mean"].get<double>(), 0.7);
+  EXPECT_DOUBLE_EQ(j["results"][1]["confidence"]["ece_floor_mean"].get<double>(), 0.04);
   EXPECT_EQ(j["results"][1]["confidence"]["rounds"].get<int64_t>(), 30);
   EXPECT_FALSE(j["results"][2].contains("confidence"));
 }

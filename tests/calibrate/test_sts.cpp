@@ -232,5 +232,49 @@ TEST(StsMeans, WeighPositionsByTheirRounds) {
   EXPECT_NEAR(m.auc_exact, 0.75, 1e-12);
 }
 
+// The floor is what a perfect head reads. Rounds drawn from a known truth (synthetic_rounds with
+// every t_true = 1, so the raw head is exactly calibrated; 4 slots, logits N(1.5, 2)): its measured
+// ECE is one draw of the statistic whose mean ece_floor estimates (200 redraws, Rng seed 0), so it
+// must lie within [0.6, 1.5] x the floor (at 2,000 rounds the redraws' 5-95% range is about +-20%
+// of the mean). A head over-confident by a temperature of 2 on the same logits reads above twice
+// the floor. The floor falls as 1 / sqrt(rounds): four times the rounds, ratio within [0.4, 0.65].
+TEST(EceFloor, APerfectHeadReadsItsFloorAndAMiscalibratedOneAbove) {
+  const std::vector<double> unit(4, 1.0), hot(4, 2.0);
+  const std::vector<Round> calibrated = synthetic_rounds(2000, unit, 11, false);
+  sampling::Rng rng(0);
+  const double floor = ece_floor(calibrated, unit, 200, rng);
+  const double measured = sts_means(sts_report(calibrated, unit)).ece_after;
+  std::cout << "2000 calibrated rounds: ECE " << measured << ", floor " << floor << "\n";
+  EXPECT_GT(floor, 0.005);
+  EXPECT_GT(measured, 0.6 * floor);
+  EXPECT_LT(measured, 1.5 * floor);
+
+  const std::vector<Round> over_confident = synthetic_rounds(2000, hot, 11, false);
+  sampling::Rng rng_hot(0);
+  const double over = sts_means(sts_report(over_confident, unit)).ece_after;
+  const double over_floor = ece_floor(over_confident, unit, 200, rng_hot);
+  std::cout << "2000 over-confident rounds: ECE " << over << ", floor " << over_floor << "\n";
+  EXPECT_GT(over, 2.0 * over_floor);
+
+  sampling::Rng rng_large(0);
+  const double floor_large = ece_floor(synthetic_rounds(8000, unit, 12, false), unit, 200, rng_large);
+  std::cout << "floor at 8000 / 2000 rounds: " << floor_large / floor << "\n";
+  EXPECT_GT(floor_large / floor, 0.4);
+  EXPECT_LT(floor_large / floor, 0.65);
+}
+
+// The floor reads the predictions under the given temperatures, is reproducible from its Rng, and
+// rejects what fit_sts rejects.
+TEST(EceFloor, IsReproducibleAndChecksItsInput) {
+  const std::vector<double> unit(3, 1.0);
+  const std::vector<Round> rounds = synthetic_rounds(500, unit, 13, true);
+  sampling::Rng a(5), b(5);
+  EXPECT_DOUBLE_EQ(ece_floor(rounds, unit, 20, a), ece_floor(rounds, unit, 20, b));
+  EXPECT_TRUE(std::isnan(ece_floor({}, unit, 20, a)));
+  test::expect_error([&] { ece_floor(rounds, unit, 0, a); }, {"draws must be >= 1"});
+  const std::vector<double> two(2, 1.0);
+  test::expect_error([&] { ece_floor(rounds, two, 20, a); }, {"more than the 2 positions"});
+}
+
 }  // namespace
 }  // namespace dspark::calibrate
