@@ -125,7 +125,7 @@ std::optional<ConfidenceMetrics> confidence_metrics(std::span<const engine::Draf
   sampling::Rng rng(0);
   return ConfidenceMetrics{.rounds = static_cast<int64_t>(rounds.size()),
                            .ece = means.ece_before,
-                           .ece_floor = calibrate::ece_floor(rounds, unscaled, 200, rng),
+                           .ece_floor = calibrate::ece_floor(rounds, unscaled, calibrate::kEceFloorDraws, rng),
                            .auc = means.auc_after,
                            .auc_exact = means.auc_exact};
 }

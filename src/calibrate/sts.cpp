@@ -249,6 +249,7 @@ double ece_floor(std::span<const Round> rounds, std::span<const double> temperat
     }
   }
   std::vector<ReliabilityAccumulator> positions(temperatures.size());
+  std::vector<StsPositionReport> reports(temperatures.size());
   double sum = 0.0;
   for (int d = 0; d < draws; ++d) {
     for (ReliabilityAccumulator& p : positions) p.clear();
@@ -259,14 +260,11 @@ double ece_floor(std::span<const Round> rounds, std::span<const double> temperat
         positions[k].add(round[k].survival, accepted);
       }
     }
-    double weighted = 0.0, weight = 0.0;
-    for (const ReliabilityAccumulator& p : positions) {
-      if (p.n_total() == 0) continue;
-      weighted += static_cast<double>(p.n_total()) * p.ece();
-      weight += static_cast<double>(p.n_total());
+    for (size_t k = 0; k < positions.size(); ++k) {
+      reports[k].n = positions[k].n_total();
+      reports[k].ece_after = positions[k].ece();
     }
-    if (weight == 0.0) return std::nan("");
-    sum += weighted / weight;
+    sum += sts_means(reports).ece_after;  // weighted over positions as every other mean here
   }
   return sum / draws;
 }

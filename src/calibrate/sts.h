@@ -98,6 +98,8 @@ struct StsMeans {
 };
 StsMeans sts_means(std::span<const StsPositionReport> positions);
 
+inline constexpr int kEceFloorDraws = 200;
+
 // The position-weighted mean ECE (weighted as sts_means weighs it) that a perfectly calibrated
 // head would show on these rounds: the same predictions a_k, each round's labels redrawn from them
 // (slot k accepted with probability sigmoid(logit_k / T_k) once the slots before it were, so the
@@ -106,6 +108,7 @@ StsMeans sts_means(std::span<const StsPositionReport> positions);
 // bin): a perfect head reads 2-3% at a thousand rounds and 1.4% at four thousand (7 slots, this
 // repository's drafter), so a measured ECE says how well a head is calibrated only beside this
 // floor. NaN when no round proposes a slot; draws >= 1 and the checks of fit_sts, else dspark::Error.
+// `bench accept` and `calibrate` report it with kEceFloorDraws redraws from Rng(0).
 double ece_floor(std::span<const Round> rounds, std::span<const double> temperatures, int draws, sampling::Rng& rng);
 
 }  // namespace dspark::calibrate

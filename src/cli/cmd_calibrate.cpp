@@ -79,7 +79,7 @@ void run(CalibrateArgs a) {
   if (any) {
     const calibrate::StsMeans m = calibrate::sts_means(report);
     sampling::Rng rng(0);
-    const double floor = calibrate::ece_floor(rounds, temperatures, 200, rng);
+    const double floor = calibrate::ece_floor(rounds, temperatures, calibrate::kEceFloorDraws, rng);
     std::printf("\nmean over positions (weighted by rounds): ECE %.4f -> %.4f, AUC %.3f (exact probabilities: %.3f)\n"
                 "a perfectly calibrated head would read ECE %.4f on these rounds (labels redrawn from its predictions)\n",
                 m.ece_before, m.ece_after, m.auc_after, m.auc_exact, floor);
