@@ -52,6 +52,10 @@ class Drafter {
   virtual int64_t max_slots() const = 0;
   // The most drafts one proposal can hold (DSpark / DFlash: the block size); 0: no limit.
   virtual int64_t max_gamma() const { return 0; }
+  // Whether a proposal from the slot's current position stays within the positions the drafter
+  // can place (a block drafter writes its whole block, past the drafts a request still needs); the
+  // engine decodes a request without drafts where it does not, as at the end of the context.
+  virtual bool can_propose(int64_t /*slot*/) const { return true; }
 
   // After the target's prefill of `prompt_ids` (positions 0..n-1) with their features [n, m*d].
   virtual void begin(int64_t slot, const std::vector<int64_t>& prompt_ids, const torch::Tensor& features) = 0;

@@ -8,13 +8,17 @@
 
 #include "common/error.h"
 #include "common/json_file.h"
+#include "model/linear.h"
 
 namespace dspark::draft {
 
 DSparkDrafter::DSparkDrafter(DraftConfig config, const model::Transformer& target, const DrafterLoadOptions& options,
                              const DrafterWeights& weights)
     : ModelDrafter(config, target, options, config.backbone.n_layers, config.block_size),
-      network_(config_, weights) {}
+      network_(config_, weights) {
+  // The CPU rows kernels take one request's block at a time, at most kSmallBatchRows rows of it.
+  if (config_.block_size > model::kSmallBatchRows) tensor_ops_ = true;
+}
 
 std::unique_ptr<DSparkDrafter> DSparkDrafter::load(const std::string& dir, const model::Transformer& target,
                                                    const DrafterLoadOptions& options) {
@@ -38,6 +42,11 @@ void DSparkDrafter::set_confidence_temperatures(const std::vector<double>& tempe
   }
 }
 
+bool DSparkDrafter::can_propose(int64_t slot) const {
+  const int64_t limit = config_.backbone.max_position_embeddings;
+  return limit <= 0 || slots_.at(slot).start() + config_.block_size <= limit;
+}
+
 torch::Tensor DSparkDrafter::backbone(const std::vector<DraftRequest>& requests) {
   const model::ModelConfig& c = config_.backbone;
   std::vector<CachedBlock> blocks;
@@ -46,8 +55,9 @@ torch::Tensor DSparkDrafter::backbone(const std::vector<DraftRequest>& requests)
     const int64_t n_context = s.n_pending();
     DSPARK_ASSERT(cache_.length(req.slot) + n_context == s.start());
     cache_.check_room(req.slot, n_context + config_.block_size);
-    if (s.start() + config_.block_size > c.max_position_embeddings && c.max_position_embeddings > 0)
-      throw Error("drafter: position " + std::to_string(s.start() + config_.block_size) + " beyond max_position_embeddings");
+    if (!can_propose(req.slot))
+      throw Error("drafter: a block at position " + std::to_string(s.start()) + " runs past max_position_embeddings (" +
+                  std::to_string(c.max_position_embeddings) + ")");
     blocks.push_back({req.slot, req.anchor, n_context});
   }
   std::vector<torch::Tensor> features;  // pending target features, request after request

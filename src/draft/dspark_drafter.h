@@ -36,6 +36,9 @@ class DSparkDrafter : public ModelDrafter {
 
   std::string method() const override { return method_name(config_.method); }
   int64_t max_gamma() const override { return config_.block_size; }
+  // The block [anchor, M, ...] takes positions start .. start + block_size - 1, all of which must
+  // lie below max_position_embeddings.
+  bool can_propose(int64_t slot) const override;
   std::vector<DraftBlock> propose(const std::vector<DraftRequest>& requests) override;
 
   // Sequential Temperature Scaling (dspark-method.md 4.2): c_k = sigmoid(logit_k / T_k), one T per

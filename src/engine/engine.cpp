@@ -116,7 +116,7 @@ void Engine::emit(Active& a, int64_t token) {
 }
 
 int64_t Engine::gamma_of(const Active& a) const {
-  if (a.draft_slot < 0) return 0;
+  if (a.draft_slot < 0 || !drafter_->can_propose(a.draft_slot)) return 0;
   int64_t gamma = a.request.gamma >= 0 ? std::min(a.request.gamma, options_.gamma) : options_.gamma;
   if (options_.schedule == schedule::ScheduleKind::kMtp1) gamma = std::min<int64_t>(gamma, 1);
   if (drafter_->max_gamma() > 0) gamma = std::min(gamma, drafter_->max_gamma());

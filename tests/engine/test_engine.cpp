@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "common/error.h"
+#include "common/json_file.h"
 #include "draft/draft_init.h"
 #include "draft/load_drafter.h"
 #include "engine/generate.h"
@@ -97,6 +98,36 @@ TEST(Engine, GreedyEqualsAutoregressiveAtEveryConcurrencyAndSchedule) {
       EXPECT_LE(engine.stats().mean_budget(), 1.0);
     }
   }
+}
+
+// A block drafter writes its whole block, past the drafts a request still needs, so within a block
+// of the end of the drafter's positions the engine decodes without drafts: the requests run to the
+// last position (here a drafter copy placing 64; 7-slot blocks from position 58 on would not fit)
+// instead of the step failing, and with it every request in flight.
+TEST(Engine, RequestsRunToTheLastPositionTheDrafterCanPlace) {
+  torch::NoGradGuard no_grad;
+  const int64_t limit = 64;
+  test::TempDir dir;
+  fs::copy(kDSpark, dir / "drafter", fs::copy_options::recursive);
+  nlohmann::json config = read_json_file(dir / "drafter/config.json");
+  config["max_position_embeddings"] = limit;
+  write_json_file(dir / "drafter/config.json", config);
+  model::Transformer target = model::Transformer::load(kModel.string(), {model::WeightDType::kF32});
+  const auto drafter = draft::load_drafter("dspark", dir.file("drafter"), target, {.max_slots = 2, .capacity = 2 * limit});
+  const std::vector<std::vector<int64_t>> prompts = chat_prompts(2);
+  engine::Engine engine(target, drafter.get(),
+                        {.max_concurrency = 2, .max_context = limit, .gamma = 7, .schedule = ScheduleKind::kFixed});
+  std::map<int64_t, size_t> prompt_of;
+  for (size_t i = 0; i < prompts.size(); ++i)
+    prompt_of[engine.submit({prompts[i], {.temperature = 0}, limit - static_cast<int64_t>(prompts[i].size())})] = i;
+  const std::vector<engine::RequestOutcome> outcomes = engine.run();
+  ASSERT_EQ(outcomes.size(), prompts.size());
+  for (const auto& o : outcomes) {
+    const std::vector<int64_t>& prompt = prompts[prompt_of[o.id]];
+    EXPECT_EQ(o.finish_reason, "length");
+    EXPECT_EQ(o.ids, test::greedy(target, prompt, limit - static_cast<int64_t>(prompt.size())));
+  }
+  EXPECT_GT(engine.stats().verified_drafts, 0);
 }
 
 // Where drafting costs far more than a verify step (here 50x), dspark-async keeps the drafter off,

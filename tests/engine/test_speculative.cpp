@@ -11,6 +11,7 @@
 #include "draft/draft_init.h"
 #include "draft/load_drafter.h"
 #include "engine/generate.h"
+#include "model/linear.h"
 #include "model/model_init.h"
 #include "monte_carlo.h"
 #include "stat_test.h"
@@ -126,6 +127,23 @@ INSTANTIATE_TEST_SUITE_P(
 
 // A drafter written for a bf16 target serves that target converted to f16 on load (--dtype f16):
 // its stored embedding / head are the bf16 originals the target's f16 tensors were rounded from.
+// A block wider than the CPU rows kernels take (65 > kSmallBatchRows slots) drafts through libtorch
+// instead of tripping the kernels' row limit; its drafts are verified as any others.
+TEST(Speculative, ABlockWiderThanTheRowKernelsDrafts) {
+  torch::NoGradGuard no_grad;
+  model::Transformer target = model::Transformer::load(test::fixture("tiny-qwen3-tied").string(), {model::WeightDType::kF32});
+  test::TempDir dir;
+  draft::DrafterInitOptions options;
+  options.method = draft::DraftMethod::kDSpark;
+  options.block_size = model::kSmallBatchRows + 1;
+  draft::write_random_drafter(target, draft::make_draft_config(target.config(), options), dir.file("wide"), 4);
+  auto drafter = draft::load_drafter("dspark", dir.file("wide"), target, {.max_slots = 1, .capacity = 256});
+  const std::vector<int64_t> prompt = {1, 2, 3};
+  const engine::RequestOutcome spec = test::generate(target, drafter.get(), prompt, {.temperature = 0}, 24, {.gamma = 4});
+  EXPECT_EQ(spec.ids, test::greedy(target, prompt, 24));
+  EXPECT_GT(spec.stats.num_drafts, 0);
+}
+
 TEST(Speculative, DrafterOfABf16TargetServesItConvertedToF16) {
   torch::NoGradGuard no_grad;
   const std::string fixture = test::fixture("tiny-qwen3-tied").string();  // bf16
