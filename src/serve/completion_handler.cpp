@@ -72,17 +72,12 @@ struct Choices {
 Choices submit_all(const Backend& b, std::vector<engine::EngineRequest> requests, const std::string& id) {
   Choices choices;
   try {
-    for (size_t i = 0; i < requests.size(); ++i)
-      choices.channels.push_back(
-          b.service->submit(std::move(requests[i]), requests.size() == 1 ? id : id + "/" + std::to_string(i)));
+    choices.channels = b.service->submit(std::move(requests), id);
   } catch (const QueueFull& e) {
-    choices.cancel();
     throw ApiError(503, e.what());
   } catch (const ShuttingDown& e) {
-    choices.cancel();
     throw ApiError(503, e.what());
   } catch (const Error& e) {
-    choices.cancel();
     throw ApiError(400, e.what());
   }
   choices.outcomes.resize(choices.channels.size());
@@ -220,8 +215,8 @@ std::vector<engine::EngineRequest> engine_requests(const Backend& b, const Compl
   return requests;
 }
 
-void handle_completion(const Backend& b, const httplib::Request& req, httplib::Response& res, Endpoint endpoint) {
-  const CompletionRequest request = parse_completion_request(req.body, endpoint);
+void handle_completion(const Backend& b, const std::string& body, httplib::Response& res, Endpoint endpoint) {
+  const CompletionRequest request = parse_completion_request(body, endpoint);
   if (!request.model.empty() && request.model != b.model_id)
     throw ApiError(404, "the model '" + request.model + "' does not exist; this server serves '" + b.model_id + "'",
                    "model", "model_not_found");

@@ -15,7 +15,7 @@ namespace dspark::serve {
 // prompt length, max_tokens and the context limit when they do not fit).
 std::vector<engine::EngineRequest> engine_requests(const Backend& backend, const CompletionRequest& request);
 
-// Answers one request; throws ApiError before anything is sent.
-void handle_completion(const Backend& backend, const httplib::Request& req, httplib::Response& res, Endpoint endpoint);
+// Answers one request (its JSON body); throws ApiError before anything is sent.
+void handle_completion(const Backend& backend, const std::string& body, httplib::Response& res, Endpoint endpoint);
 
 }  // namespace dspark::serve

@@ -46,7 +46,7 @@ void RequestChannel::finish(engine::RequestOutcome outcome) {
 
 EngineService::EngineService(model::Transformer& target, draft::Drafter* drafter, engine::EngineOptions options,
                              int64_t max_queue, ServerMetrics& metrics)
-    : engine_(target, drafter, std::move(options)), max_queue_(max_queue), metrics_(metrics) {
+    : engine_(target, drafter, options), capacity_(options.max_concurrency + max_queue), metrics_(metrics) {
   // OpenMP's thread count is per thread: a new thread starts from the runtime's default, not from
   // what --threads set on the main thread, so the engine thread sets it again.
   const int threads = model::num_threads();
@@ -66,17 +66,25 @@ EngineService::~EngineService() {
   if (thread_.joinable()) thread_.join();
 }
 
-std::shared_ptr<RequestChannel> EngineService::submit(engine::EngineRequest request, std::string label) {
-  engine::check_request(request, limits());
-  auto channel = std::make_shared<RequestChannel>();
+std::vector<std::shared_ptr<RequestChannel>> EngineService::submit(std::vector<engine::EngineRequest> requests,
+                                                                    const std::string& label) {
+  const int64_t n = static_cast<int64_t>(requests.size());
+  for (const engine::EngineRequest& r : requests) engine::check_request(r, limits());
+  if (n > capacity_)
+    throw Error(std::to_string(n) + " choices are more requests than the server holds at once (" +
+                std::to_string(capacity_) + ": --max-concurrency plus --max-queue)");
+  std::vector<std::shared_ptr<RequestChannel>> channels;
   {
     std::lock_guard lock(mutex_);
     if (draining_ || stop_) throw ShuttingDown();
-    if (engine_waiting_ + static_cast<int64_t>(inbox_.size()) >= max_queue_) throw QueueFull();
-    inbox_.push_back({std::move(request), channel, std::move(label)});
+    if (in_engine_ + static_cast<int64_t>(inbox_.size()) + n > capacity_) throw QueueFull();
+    for (int64_t i = 0; i < n; ++i) {
+      channels.push_back(std::make_shared<RequestChannel>());
+      inbox_.push_back({std::move(requests[i]), channels.back(), n == 1 ? label : label + "/" + std::to_string(i)});
+    }
   }
   wake_.notify_all();
-  return channel;
+  return channels;
 }
 
 int64_t EngineService::drain(std::chrono::milliseconds timeout) {
@@ -96,7 +104,7 @@ int64_t EngineService::drain(std::chrono::milliseconds timeout) {
 void EngineService::publish_state() {
   {
     std::lock_guard lock(mutex_);
-    engine_waiting_ = engine_.n_waiting();
+    in_engine_ = engine_.n_active() + engine_.n_waiting();
     engine_busy_ = !engine_.idle();
   }
   wake_.notify_all();
@@ -107,6 +115,7 @@ void EngineService::admit_inbox() {
   {
     std::lock_guard lock(mutex_);
     inbox.swap(inbox_);
+    in_engine_ += static_cast<int64_t>(inbox.size());
   }
   const auto now = Clock::now();
   for (auto& [request, channel, label] : inbox) {

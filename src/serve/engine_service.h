@@ -77,10 +77,13 @@ class EngineService {
                 ServerMetrics& metrics);
   ~EngineService();  // cancels what is left and joins the thread
 
-  // Checks the request (dspark::Error names the problem), refuses it when max_queue requests are
-  // waiting (QueueFull) or the service drains (ShuttingDown), and queues it. `label` names it in
-  // the metrics' recent requests (the response id).
-  std::shared_ptr<RequestChannel> submit(engine::EngineRequest request, std::string label = "");
+  // Queues the choices of one HTTP request, all of them or none. Checks each (dspark::Error names
+  // the problem, as it does when the choices could never all fit: more than max_concurrency +
+  // max_queue), and refuses them when they do not fit now beside the requests running and waiting
+  // (QueueFull) or the service drains (ShuttingDown). `label` names them in the metrics' recent
+  // requests (the response id; label/i for choice i of several).
+  std::vector<std::shared_ptr<RequestChannel>> submit(std::vector<engine::EngineRequest> requests,
+                                                      const std::string& label = "");
   // Fixed when the engine was built, so any thread may read them.
   const engine::RequestLimits& limits() const { return engine_.limits(); }
 
@@ -106,7 +109,7 @@ class EngineService {
   void publish_state();
 
   engine::Engine engine_;
-  int64_t max_queue_;
+  int64_t capacity_;                       // max_concurrency + max_queue: requests in the service at once
   ServerMetrics& metrics_;
 
   std::mutex mutex_;                       // guards what follows, up to tracked_
@@ -117,7 +120,9 @@ class EngineService {
     std::string label;
   };
   std::deque<Submitted> inbox_;
-  int64_t engine_waiting_ = 0;             // the engine's waiting queue, as last published
+  // Requests in the engine (running and waiting) as last published, plus those moved into it
+  // since: the inbox is counted apart, so nothing passes between the two uncounted.
+  int64_t in_engine_ = 0;
   bool engine_busy_ = false;               // requests in the engine, as last published
   bool draining_ = false, stop_ = false;
   int64_t cancelled_at_stop_ = 0;

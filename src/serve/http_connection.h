@@ -28,6 +28,11 @@ class Connection : public httplib::Stream {
   void set_read_deadline(std::optional<Clock::time_point> deadline) { read_deadline_ = deadline; }
   // True once the client closed its end or the connection broke.
   bool peer_closed() const;
+  // The request's body was not read to its end (refused before or while reading it): what is left
+  // of it on the wire would be taken for the next request, so the connection ends after this
+  // response.
+  void close_after_response() { close_after_response_ = true; }
+  bool closing() const { return close_after_response_; }
 
   // The connection whose request this thread is handling (null outside a request).
   static Connection* current();
@@ -47,6 +52,7 @@ class Connection : public httplib::Stream {
   int fd_;
   std::chrono::milliseconds io_timeout_;
   std::optional<Clock::time_point> read_deadline_;
+  bool close_after_response_ = false;
   char buffer_[4096];
   size_t buffered_ = 0, consumed_ = 0;  // buffer_[consumed_, buffered_) is read but not yet taken
 };

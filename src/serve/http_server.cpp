@@ -3,7 +3,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cctype>
+#include <map>
 #include <ctime>
 #include <thread>
 
@@ -45,7 +48,7 @@ class Listener : public httplib::Server {
         connection.set_read_deadline(Connection::Clock::now() + timeout_);
         bool closed = false;
         ok = process_request(connection, left == 1, closed, nullptr);
-        if (!ok || closed) break;
+        if (!ok || closed || connection.closing()) break;
       }
     }
     ::shutdown(sock, SHUT_RDWR);
@@ -66,6 +69,42 @@ void send_error(httplib::Response& res, const ApiError& e) {
   if (e.status() == 503) res.set_header("Retry-After", "1");
 }
 
+void close_after_response(httplib::Response& res) {
+  if (Connection* c = Connection::current()) c->close_after_response();
+  res.set_header("Connection", "close");
+}
+
+bool chunked(const httplib::Request& req) {
+  std::string te = req.get_header_value("Transfer-Encoding");
+  std::transform(te.begin(), te.end(), te.begin(), [](unsigned char ch) { return std::tolower(ch); });
+  return te == "chunked";
+}
+
+// A POST's body, read here through httplib's content reader rather than by httplib: httplib 0.11
+// holds a body to the limit only when it comes with a Content-Length (a chunked one it reads
+// whole, however long) and a form-encoded one to 8 KiB. A body not read to its end leaves the
+// rest on the wire, so its connection closes after the answer.
+std::string read_body(const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader,
+                      size_t max_bytes) {
+  if (req.is_multipart_form_data()) {
+    close_after_response(res);
+    throw ApiError(415, "the request body must be JSON (Content-Type: application/json), not multipart form data");
+  }
+  std::string body;
+  bool too_large = false;
+  const bool read = reader([&](const char* data, size_t n) {
+    too_large = body.size() + n > max_bytes;
+    if (!too_large) body.append(data, n);
+    return !too_large;
+  });
+  if (read) return body;
+  close_after_response(res);
+  if (too_large || res.status == 413)
+    throw ApiError(413, "the request body is larger than the server accepts (--max-body-bytes " +
+                            std::to_string(max_bytes) + ")");
+  throw ApiError(400, "the request body could not be read in full");
+}
+
 }  // namespace
 
 struct HttpServer::Impl {
@@ -78,24 +117,48 @@ struct HttpServer::Impl {
 
   explicit Impl(HttpOptions o) : options(std::move(o)), server(options.timeout) {}
 
-  // Runs a handler with the backend it needs, answering ApiErrors (and anything unexpected) in
-  // OpenAI's envelope. The request has been read in full: its read deadline ends here.
+  std::map<std::string, std::string> methods;  // path -> the methods it answers (the Allow header of a 405)
+
+  // Runs a handler, answering ApiErrors (and anything unexpected) in OpenAI's envelope.
   template <typename F>
-  httplib::Server::Handler route(F handler, bool needs_backend = true) {
-    return [this, handler, needs_backend](const httplib::Request& req, httplib::Response& res) {
+  static void answer(httplib::Response& res, F&& run) {
+    try {
+      run();
+    } catch (const ApiError& e) {
+      send_error(res, e);
+    } catch (const Error& e) {
+      send_error(res, ApiError(400, e.what()));
+    } catch (const std::exception& e) {
+      send_error(res, ApiError(500, std::string("internal error: ") + e.what()));
+    }
+  }
+  const Backend* backend_or_loading() const {
+    const Backend* b = backend.load();
+    if (!b) throw ApiError(503, "the model is loading");
+    return b;
+  }
+
+  // GET routes: the request has been read in full, so its read deadline ends here.
+  template <typename F>
+  void get(const std::string& path, F handler, bool needs_backend = true) {
+    methods[path] = "GET, HEAD";
+    server.Get(path, [this, handler, needs_backend](const httplib::Request& req, httplib::Response& res) {
       if (Connection* c = Connection::current()) c->set_read_deadline(std::nullopt);
-      try {
-        const Backend* b = backend.load();
-        if (needs_backend && !b) throw ApiError(503, "the model is loading");
-        handler(b, req, res);
-      } catch (const ApiError& e) {
-        send_error(res, e);
-      } catch (const Error& e) {
-        send_error(res, ApiError(400, e.what()));
-      } catch (const std::exception& e) {
-        send_error(res, ApiError(500, std::string("internal error: ") + e.what()));
-      }
-    };
+      answer(res, [&] { handler(needs_backend ? backend_or_loading() : backend.load(), req, res); });
+    });
+  }
+  // POST routes get the body as read_body reads it, within the request's read deadline.
+  template <typename F>
+  void post(const std::string& path, F handler) {
+    methods[path] = "POST";
+    server.Post(path, [this, handler](const httplib::Request& req, httplib::Response& res,
+                                      const httplib::ContentReader& reader) {
+      answer(res, [&] {
+        const std::string body = read_body(req, res, reader, static_cast<size_t>(options.max_body_bytes));
+        if (Connection* c = Connection::current()) c->set_read_deadline(std::nullopt);
+        handler(backend_or_loading(), body, res);
+      });
+    });
   }
 
   bool authorized(const httplib::Request& req) const {
@@ -108,27 +171,54 @@ struct HttpServer::Impl {
 
 void HttpServer::Impl::install_routes() {
   server.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    if (authorized(req)) return httplib::Server::HandlerResponse::Unhandled;
-    send_error(res, ApiError(401, "missing or wrong API key (send 'Authorization: Bearer KEY')"));
-    return httplib::Server::HandlerResponse::Handled;
+    // Browsers' clients on other origins (as llama.cpp's and vLLM's servers allow by default); a
+    // preflight carries no API key.
+    res.set_header("Access-Control-Allow-Origin", "*");
+    if (req.method == "OPTIONS") {
+      res.status = 204;
+      res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+      res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type");
+      res.set_header("Access-Control-Max-Age", "86400");
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    if (!authorized(req)) {
+      send_error(res, ApiError(401, "missing or wrong API key (send 'Authorization: Bearer KEY')"));
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    // Without either header httplib would read the body until the client closes, holding a
+    // connection thread for the whole --timeout.
+    if (req.method == "POST" && !req.has_header("Content-Length") && !chunked(req)) {
+      close_after_response(res);
+      send_error(res, ApiError(400, "the request has no body: send its JSON with a Content-Length (or chunked)"));
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    return httplib::Server::HandlerResponse::Unhandled;
   });
   // httplib answers unknown routes (404) and oversized bodies (413) with an empty body: fill in
-  // the envelope.
-  server.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+  // the envelope. A known path asked with another method is a 405 naming the ones it takes.
+  server.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
-    if (res.status == 404) send_error(res, ApiError(404, "no route " + req.method + " " + req.path));
-    else if (res.status == 413) send_error(res, ApiError(413, "the request body is larger than the server accepts"));
-    else send_error(res, ApiError(res.status, "the request could not be served (HTTP " + std::to_string(res.status) + ")"));
+    const auto known = methods.find(req.path);
+    if (res.status == 404 && known != methods.end()) {
+      res.set_header("Allow", known->second);
+      send_error(res, ApiError(405, req.method + " is not allowed on " + req.path + " (" + known->second + ")"));
+    } else if (res.status == 404) {
+      send_error(res, ApiError(404, "no route " + req.method + " " + req.path));
+    } else if (res.status == 413) {
+      send_error(res, ApiError(413, "the request body is larger than the server accepts"));
+    } else {
+      send_error(res, ApiError(res.status, "the request could not be served (HTTP " + std::to_string(res.status) + ")"));
+    }
   });
 
-  server.Get("/health", route([](const Backend* b, const httplib::Request&, httplib::Response& res) {
+  get("/health", [](const Backend* b, const httplib::Request&, httplib::Response& res) {
     if (!b) throw ApiError(503, "Loading model");
     send_json(res, 200, {{"status", "ok"}});
-  }, false));
-  server.Get("/", route([](const Backend*, const httplib::Request&, httplib::Response& res) {
+  }, false);
+  get("/", [](const Backend*, const httplib::Request&, httplib::Response& res) {
     res.set_content(std::string(dashboard_html()), "text/html; charset=utf-8");
-  }, false));
-  server.Get("/v1/models", route([](const Backend* b, const httplib::Request&, httplib::Response& res) {
+  }, false);
+  get("/v1/models", [](const Backend* b, const httplib::Request&, httplib::Response& res) {
     const ServerInfo& info = b->metrics->info();
     send_json(res, 200,
               {{"object", "list"},
@@ -144,16 +234,18 @@ void HttpServer::Impl::install_routes() {
                                         {"schedule", info.schedule},
                                         {"gamma", info.gamma},
                                         {"max_concurrency", info.max_concurrency}}}}})}});
-  }));
-  server.Get("/metrics", route([](const Backend* b, const httplib::Request&, httplib::Response& res) {
+  });
+  get("/metrics", [](const Backend* b, const httplib::Request&, httplib::Response& res) {
     res.set_content(b->metrics->prometheus(), "text/plain; version=0.0.4");
-  }));
-  server.Get("/stats", route([](const Backend* b, const httplib::Request&, httplib::Response& res) {
+  });
+  get("/stats", [](const Backend* b, const httplib::Request&, httplib::Response& res) {
     send_json(res, 200, b->metrics->stats());
-  }));
-  server.Post("/tokenize", route([](const Backend* b, const httplib::Request& req, httplib::Response& res) {
-    const json body = parse_json_object(req.body);
+  });
+  post("/tokenize", [](const Backend* b, const std::string& text, httplib::Response& res) {
+    const json body = parse_json_object(text);
     if (!body.contains("content") || !body["content"].is_string()) throw ApiError(400, "'content' must be a string", "content");
+    if (body.contains("with_pieces") && !body["with_pieces"].is_boolean())
+      throw ApiError(400, "'with_pieces' must be true or false", "with_pieces");
     const std::vector<int32_t> ids = b->tokenizer->encode(body["content"].get<std::string>());
     if (body.value("with_pieces", false)) {
       json pieces = json::array();
@@ -161,9 +253,9 @@ void HttpServer::Impl::install_routes() {
       return send_json(res, 200, {{"tokens", pieces}});
     }
     send_json(res, 200, {{"tokens", ids}});
-  }));
-  server.Post("/detokenize", route([](const Backend* b, const httplib::Request& req, httplib::Response& res) {
-    const json body = parse_json_object(req.body);
+  });
+  post("/detokenize", [](const Backend* b, const std::string& text, httplib::Response& res) {
+    const json body = parse_json_object(text);
     if (!body.contains("tokens") || !body["tokens"].is_array()) throw ApiError(400, "'tokens' must be an array", "tokens");
     std::vector<int32_t> ids;
     for (const json& t : body["tokens"]) {
@@ -173,13 +265,13 @@ void HttpServer::Impl::install_routes() {
       ids.push_back(t.get<int32_t>());
     }
     send_json(res, 200, {{"content", b->tokenizer->decode(ids)}});
-  }));
+  });
   for (const auto& [path, endpoint] : {std::pair{"/v1/chat/completions", Endpoint::kChat},
                                        std::pair{"/v1/completions", Endpoint::kCompletions}}) {
-    server.Post(path, route([this, endpoint = endpoint](const Backend* b, const httplib::Request& req, httplib::Response& res) {
+    post(path, [this, endpoint = endpoint](const Backend* b, const std::string& body, httplib::Response& res) {
       if (!accepting) throw ApiError(503, "the server is shutting down");
-      handle_completion(*b, req, res, endpoint);
-    }));
+      handle_completion(*b, body, res, endpoint);
+    });
   }
 }
 

@@ -18,7 +18,7 @@ std::string default_type(int status) {
     case 404: return "not_found_error";
     case 413: return "request_too_large";
     case 503: return "unavailable_error";
-    default: return "server_error";
+    default: return status < 500 ? "invalid_request_error" : "server_error";
   }
 }
 

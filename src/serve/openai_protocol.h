@@ -26,7 +26,8 @@ namespace dspark::serve {
 class ApiError : public std::runtime_error {
  public:
   // type defaults from the status: invalid_request_error (400), authentication_error (401),
-  // not_found_error (404), request_too_large (413), unavailable_error (503), server_error (500).
+  // not_found_error (404), request_too_large (413), unavailable_error (503), invalid_request_error
+  // (any other 4xx), server_error (5xx).
   ApiError(int status, const std::string& message, std::string param = "", std::string type = "");
   int status() const { return status_; }
   const std::string& type() const { return type_; }

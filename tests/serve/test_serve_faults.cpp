@@ -74,9 +74,9 @@ TEST(ServeFaults, ErrorsUseTheOpenAiEnvelopeAndStatus) {
 }
 
 TEST(ServeFaults, AFullQueueAnswers503WithRetryAfter) {
-  // One request decodes and one waits; the rest are refused. The first long request is sent alone
-  // and seen running before the other seven go at once: a request still in the service's inbox
-  // counts as waiting, so eight sent together could leave only one admitted.
+  // One request decodes and one waits; the rest are refused, however close together they arrive
+  // (requests on their way from the service's inbox into the engine are counted). The first long
+  // request is sent alone and seen running before the other seven go at once.
   ServerProcess server(test_server_flags(1, {"--max-queue", "1"}));
   constexpr int kRequests = 8;
   std::vector<int> status(kRequests, 0);
@@ -109,8 +109,40 @@ TEST(ServeFaults, AFullQueueAnswers503WithRetryAfter) {
     EXPECT_EQ(retry_after[i], "1");
     EXPECT_EQ(error_type[i], "unavailable_error");
   }
-  EXPECT_GE(refused, 1);
-  EXPECT_GE(kRequests - refused, 2);  // the running one and the waiting one were served
+  EXPECT_EQ(kRequests - refused, 2);  // the running one and the waiting one
+}
+
+// A known path asked with the wrong method, a browser's preflight, a parameter of the wrong type, a
+// temperature too small to divide by (it once aborted the server) and more choices than the server
+// could ever hold at once: each answered for what it is.
+TEST(ServeFaults, MethodsPreflightTemperaturesAndChoicesBeyondCapacity) {
+  ServerProcess server(test_server_flags(2, {"--max-queue", "2"}));
+  httplib::Client c = server.client();
+  auto get = c.Get("/v1/completions");
+  EXPECT_EQ(get->status, 405);
+  EXPECT_EQ(get->get_header_value("Allow"), "POST");
+  EXPECT_EQ(json::parse(get->body)["error"]["type"], "invalid_request_error");
+  auto preflight = c.Options("/v1/chat/completions");
+  EXPECT_EQ(preflight->status, 204);
+  EXPECT_EQ(preflight->get_header_value("Access-Control-Allow-Origin"), "*");
+  EXPECT_NE(preflight->get_header_value("Access-Control-Allow-Methods").find("POST"), std::string::npos);
+  int status = 0;
+  const json pieces = *post(c, "/tokenize", R"({"content": "a", "with_pieces": "x"})", &status);
+  EXPECT_EQ(status, 400);
+  EXPECT_EQ(pieces["error"]["param"], "with_pieces");
+  json tiny = chat("hi", 4);
+  tiny["temperature"] = 1e-38;
+  EXPECT_EQ((*post(c, "/v1/chat/completions", tiny.dump(), &status))["object"], "chat.completion");
+  EXPECT_EQ(status, 200);
+  // Two running and two waiting: four choices fit, five never would (a 400, not a 503 to retry).
+  json body = chat("hi", 2);
+  body["n"] = 4;
+  EXPECT_EQ((*post(c, "/v1/chat/completions", body.dump(), &status))["choices"].size(), 4u);
+  EXPECT_EQ(status, 200);
+  body["n"] = 5;
+  const json five = *post(c, "/v1/chat/completions", body.dump(), &status);
+  EXPECT_EQ(status, 400);
+  EXPECT_NE(five["error"]["message"].get<std::string>().find("(4:"), std::string::npos) << five.dump();
 }
 
 TEST(ServeFaults, ClientsThatHangUpMidStreamAreCancelledAndOthersFinish) {
@@ -228,6 +260,65 @@ int connect_to(int port) {
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) return -1;
   return fd;
+}
+
+// Sends `request` on a fresh connection and returns what comes back until the server closes it or
+// `patience` passes without a byte.
+std::string exchange(int port, const std::string& request, std::chrono::seconds patience) {
+  const int fd = connect_to(port);
+  if (fd < 0) return "";
+  timeval tv{static_cast<time_t>(patience.count()), 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  for (size_t sent = 0; sent < request.size();) {
+    const ssize_t n = send(fd, request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
+    if (n <= 0) break;
+    sent += static_cast<size_t>(n);
+  }
+  std::string response;
+  char buffer[4096];
+  for (ssize_t n; (n = recv(fd, buffer, sizeof buffer, 0)) > 0;) response.append(buffer, static_cast<size_t>(n));
+  close(fd);
+  return response;
+}
+
+int status_of(const std::string& response) {
+  return response.size() > 12 ? std::atoi(response.c_str() + 9) : 0;  // "HTTP/1.1 200 ..."
+}
+
+std::string chunked_post(const std::string& path, const std::string& body, size_t chunk) {
+  std::string request = "POST " + path + " HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nConnection: close\r\n" +
+                        "Transfer-Encoding: chunked\r\n\r\n";
+  for (size_t at = 0; at < body.size(); at += chunk) {
+    const std::string piece = body.substr(at, chunk);
+    char size[32];
+    snprintf(size, sizeof size, "%zx\r\n", piece.size());
+    request += size + piece + "\r\n";
+  }
+  return request + "0\r\n\r\n";
+}
+
+// What httplib 0.11 gets wrong on its own: a POST with neither Content-Length nor a chunked body (it
+// would read until the client closes, holding a connection thread for the whole --timeout), a
+// chunked body past --max-body-bytes (it would read it whole, however long) and a form-encoded one
+// over 8 KiB (refused there whatever the limit).
+TEST(ServeFaults, BodiesAreHeldToTheLimitHoweverTheyArrive) {
+  ServerProcess server(test_server_flags(2, {"--max-body-bytes", "16384", "--timeout", "60"}));
+  const std::string no_body = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\r\n";
+  EXPECT_EQ(status_of(exchange(server.port(), no_body, std::chrono::seconds(10))), 400);  // not after 60 s
+  const std::string small = chat("hi", 2).dump();
+  EXPECT_EQ(status_of(exchange(server.port(), chunked_post("/v1/chat/completions", small, 7),
+                               std::chrono::seconds(30))), 200);
+  json big = chat("hi", 2);
+  big["user"] = std::string(20000, 'a');
+  const std::string refused = exchange(server.port(), chunked_post("/v1/chat/completions", big.dump(), 1000),
+                                       std::chrono::seconds(30));
+  EXPECT_EQ(status_of(refused), 413) << refused.substr(0, 200);
+  EXPECT_NE(refused.find("request_too_large"), std::string::npos);
+  json form = chat("hi", 2);
+  form["user"] = std::string(10000, 'a');  // 10 KB: past httplib's 8 KiB for forms, within the limit
+  httplib::Client c = server.client();
+  auto res = c.Post("/v1/chat/completions", form.dump(), "application/x-www-form-urlencoded");
+  EXPECT_EQ(res->status, 200) << res->body;
 }
 
 TEST(ServeFaults, ASlowClientIsTimedOutWithoutBlockingOthers) {
