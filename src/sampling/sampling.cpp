@@ -153,7 +153,10 @@ int64_t sample_from_probs(const float* probs, int64_t n_vocab, Rng& rng) {
     block_sums[b] = sum;
     total += sum;
   }
-  DSPARK_ASSERT(total > 0.0);
+  // NaN or infinite logits (a broken checkpoint) leave no mass to draw from: the request fails,
+  // the process (a server's other requests) does not.
+  if (!(total > 0.0) || !std::isfinite(total))
+    throw Error("sampling: the distribution has no finite mass (NaN or infinite logits from the model)");
   const double target = rng.uniform() * total;
   double cumulative = 0.0;
   int64_t last_nonzero = -1;

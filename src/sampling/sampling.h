@@ -10,14 +10,20 @@ namespace at { class Tensor; }
 
 namespace dspark::sampling {
 
+// Temperatures below this sample greedily, as in vLLM: dividing logits by a far smaller one
+// overflows float (1e-38 makes every logit infinite), and above it the distribution is already
+// one-hot to float precision unless logits tie within about 1e-4.
+inline constexpr double kGreedyBelowTemperature = 1e-5;
+
 struct SamplingParams {
-  double temperature = 1.0;  // 0 means greedy (argmax, a one-hot distribution); negative is refused
+  double temperature = 1.0;  // below kGreedyBelowTemperature (0, say): greedy (argmax, a one-hot
+                             // distribution); negative is refused
   int64_t top_k = 0;         // keep the k most likely tokens; 0 = off
   double top_p = 1.0;        // keep the smallest prefix of sorted tokens whose mass reaches top_p; 1 = off
   double min_p = 0.0;        // drop tokens with p < min_p * max p; 0 = off
   uint64_t seed = 0;         // seed of the request's Rng
 
-  bool greedy() const { return temperature <= 0.0; }
+  bool greedy() const { return temperature < kGreedyBelowTemperature; }
 };
 
 // Validates user-supplied parameters; throws dspark::Error naming the bad value.

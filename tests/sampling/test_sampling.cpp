@@ -76,6 +76,29 @@ TEST(SamplingProbs, GreedyIsOneHotAtTheFirstMaximum) {
 // The first index of the largest value, NaNs skipped except at index 0 (the plain scan's
 // answers), on 2,000 seeded rows of every length from 1 to 100 plus an 8k vocabulary: ties,
 // -inf, NaNs and signed zeros drawn in.
+// A positive temperature far below any useful one (1e-38 made every logit / T infinite and the
+// softmax NaN) samples greedily, as in vLLM, on both paths; 1e-4 still samples.
+TEST(SamplingProbs, VanishingTemperaturesAreGreedy) {
+  const torch::Tensor logits = logits_of({0.1, 0.4, 0.3, 0.2});
+  for (double t : {1e-38, 1e-45, 9e-6}) {
+    const SamplingParams params{.temperature = t};
+    EXPECT_TRUE(params.greedy()) << t;
+    EXPECT_EQ(row(sampling_probs(logits, params)), (std::vector<float>{0, 1, 0, 0})) << t;
+    EXPECT_EQ(row(sampling_probs_tensor_ops(logits, params)), (std::vector<float>{0, 1, 0, 0})) << t;
+  }
+  EXPECT_FALSE((SamplingParams{.temperature = 1e-4}).greedy());
+}
+
+// NaN logits (a broken checkpoint) fail the draw with an error, not an abort of the process.
+TEST(SampleFromProbs, NoFiniteMassIsAnError) {
+  const SamplingParams params{.temperature = 1.0};
+  const torch::Tensor probs = sampling_probs(torch::full({1, 3}, NAN), params);
+  Rng rng(1);
+  EXPECT_THROW(sample_from_probs(probs.data_ptr<float>(), 3, rng), Error);
+  const float zeros[3] = {0, 0, 0};
+  EXPECT_THROW(sample_from_probs(zeros, 3, rng), Error);
+}
+
 TEST(Argmax, EqualsThePlainScan) {
   auto scan = [](const std::vector<float>& v) {
     int64_t best = 0;
