@@ -144,13 +144,18 @@ std::string drafter_label(const std::string& dir, const draft::Drafter& drafter)
 int64_t resolve_gamma(const std::optional<int64_t>& flag, const draft::Drafter& drafter) {
   const int64_t limit = drafter.max_gamma();
   const int64_t gamma = flag.value_or(limit > 0 ? limit : 7);
+  if (gamma < 0) throw Error("--gamma must be >= 0, got " + std::to_string(gamma));
   if (limit > 0 && gamma > limit)
     throw Error("--gamma " + std::to_string(gamma) + " exceeds the drafter's block size " + std::to_string(limit));
+  // Drafters without a block (EAGLE-3, n-gram): the draft cache keeps this margin past a request.
+  if (limit == 0 && gamma > kMaxUnblockedGamma)
+    throw Error("--gamma " + std::to_string(gamma) + ": at most " + std::to_string(kMaxUnblockedGamma) +
+                " drafts per step for the " + drafter.method() + " drafter");
   return gamma;
 }
 
 int64_t drafter_capacity(int64_t request_positions) {
-  return std::max(request_positions, engine::ProfileOptions{}.context) + 64;
+  return std::max(request_positions, engine::ProfileOptions{}.context) + kMaxUnblockedGamma;
 }
 
 engine::StepCost load_or_profile_step_cost(const std::string& sps_file, model::Transformer& target,
@@ -172,12 +177,16 @@ void PromptArgs::add_to(CLI::App* cmd) {
 }
 
 std::vector<int64_t> PromptArgs::resolve(const std::optional<tokenizer::Tokenizer>& tok, const std::string& model_dir) const {
-  if (prompt.empty() == prompt_ids.empty()) throw Error("give exactly one of --prompt and --prompt-ids");
-  if (!prompt_ids.empty()) return parse_ids(prompt_ids, "--prompt-ids");
+  if (prompt.has_value() == prompt_ids.has_value()) throw Error("give exactly one of --prompt and --prompt-ids");
+  if (prompt_ids) {
+    if (chat) throw Error("--chat renders a text prompt; it does not apply to --prompt-ids");
+    return parse_ids(*prompt_ids, "--prompt-ids");
+  }
+  if (prompt->empty() && !chat) throw Error("--prompt is empty");
   if (!tok) throw Error(model_dir + ": no tokenizer.json; use --prompt-ids");
-  std::string text = prompt;
+  std::string text = *prompt;
   if (chat)
-    text = tokenizer::ChatTemplate::load(model_dir).render({{"user", prompt}},
+    text = tokenizer::ChatTemplate::load(model_dir).render({{"user", *prompt}},
                                                            {.add_generation_prompt = true, .enable_thinking = false});
   const std::vector<int32_t> ids = tok->encode(text);
   return {ids.begin(), ids.end()};

@@ -61,8 +61,12 @@ nlohmann::json stats_json(const engine::RequestStats& stats);
 // named by the run, e.g. "drafter-20l/dspark").
 std::string drafter_label(const std::string& dir, const draft::Drafter& drafter);
 
-// --gamma, defaulting to the drafter's largest proposal (its block size), else 7; throws if the
-// drafter cannot propose that many.
+// The most drafts per step for a drafter without a block (EAGLE-3, n-gram): a request's draft cache
+// keeps this many positions past its own (drafter_capacity).
+inline constexpr int64_t kMaxUnblockedGamma = 64;
+
+// --gamma, defaulting to the drafter's largest proposal (its block size), else 7; throws if it is
+// negative or the drafter cannot propose that many.
 int64_t resolve_gamma(const std::optional<int64_t>& flag, const draft::Drafter& drafter);
 
 // The drafter cache capacity for requests of up to `request_positions` positions (prompt plus new
@@ -81,7 +85,7 @@ engine::StepCost load_or_profile_step_cost(const std::string& sps_file, model::T
 
 // --prompt TEXT | --prompt-ids IDS, with --chat.
 struct PromptArgs {
-  std::string prompt, prompt_ids;
+  std::optional<std::string> prompt, prompt_ids;
   bool chat = false;
   void add_to(CLI::App* cmd);
   // Throws unless exactly one of --prompt / --prompt-ids was given, or text is given without a tokenizer.

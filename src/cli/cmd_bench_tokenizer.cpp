@@ -42,7 +42,7 @@ void register_bench_tokenizer(CLI::App& bench) {
   auto a = std::make_shared<BenchTokenizerArgs>();
   CLI::App* cmd = bench.add_subcommand("tokenizer", "encode throughput in MB/s (median after a warm-up)");
   cmd->add_option("--tokenizer", a->tokenizer_path, "tokenizer.json or the directory holding it")->required();
-  cmd->add_option("--file", a->file, "corpus file (default: a corpus built from shared/data)");
+  cmd->add_option("--file", a->file, "corpus file (default: a corpus built from shared/data)")->check(CLI::ExistingFile);
   cmd->add_option("--data", a->data_dir, "data directory to build the corpus from (default: shared/data)");
   cmd->add_option("--mb", a->corpus_mb, "size of the built corpus in MB (default 4)");
   cmd->add_option("--runs", a->runs, "timed runs after the warm-up (default 5)");

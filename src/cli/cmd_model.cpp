@@ -63,6 +63,9 @@ struct QuantizeArgs {
 void run_quantize(const QuantizeArgs& args) {
   const std::optional<model::GgmlType> type = model::parse_ggml_type(args.type);
   if (!type) throw Error("--type: expected q8_0, q4_0, f16, bf16 or f32, got '" + args.type + "'");
+  if (!std::filesystem::is_directory(args.model_dir))
+    throw Error(args.model_dir + ": --model must be a Hugging Face model directory (config.json, *.safetensors); "
+                "a GGUF file is not quantized again");
   model::export_gguf(args.model_dir, *type, args.out_path);
 }
 

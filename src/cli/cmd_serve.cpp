@@ -165,13 +165,17 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--gamma", a->gamma, "drafts per request per step (default: the drafter's block size)");
   cmd->add_option("--sps", a->sps_file, "step-cost profile from `dspark profile --out` (default: the cached one)");
   cmd->add_option("--host", a->http.host, "address to listen on")->capture_default_str();
-  cmd->add_option("--port", a->http.port, "port (0: any free port, printed at start)")->capture_default_str();
+  cmd->add_option("--port", a->http.port, "port (0: any free port, printed at start)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65535));
   cmd->add_option("--api-key", a->http.api_key, "require 'Authorization: Bearer KEY' (GET /health and / stay open)");
   cmd->add_option("--max-concurrency", a->max_concurrency, "requests decoding at once (KV slots)")->capture_default_str();
   cmd->add_option("--max-queue", a->max_queue, "requests waiting beyond those; more get 503")->capture_default_str();
   cmd->add_option("--max-context", a->max_context,
                   "most prompt + output tokens per request (default and limit: the model's max_position_embeddings)");
-  cmd->add_option("--max-body-bytes", a->http.max_body_bytes, "largest request body (413 beyond)")->capture_default_str();
+  cmd->add_option("--max-body-bytes", a->http.max_body_bytes, "largest request body (413 beyond)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 34));
   cmd->add_option("--timeout", a->timeout_seconds,
                   "seconds: to read a request, per write, and to finish the requests in flight at SIGTERM")
       ->capture_default_str();

@@ -86,7 +86,8 @@ void register_tokenize(CLI::App& app) {
   cmd->add_option("--tokenizer", options->tokenizer_path, "tokenizer.json or the directory holding it")->required();
   CLI::App* input = cmd->add_option_group("input", "exactly one of --text / --jsonl");
   input->add_option("--text", options->text, "the text to encode");
-  input->add_option("--jsonl", options->jsonl_path, "file with one {\"text\": ...} object per line");
+  input->add_option("--jsonl", options->jsonl_path, "file with one {\"text\": ...} object per line")
+      ->check(CLI::ExistingFile);
   input->require_option(1);
   cmd->callback([options] { run_tokenize(*options); });
 }

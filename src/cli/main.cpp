@@ -1,6 +1,7 @@
 #include <cstdio>
 #include <exception>
 #include <string>
+#include <vector>
 
 #include "cli/commands.h"
 #include "common/allocator.h"
@@ -13,7 +14,8 @@ int main(int argc, char** argv) {
   CLI::App app{"dspark: lossless speculative decoding (DSpark) for Hugging Face Qwen3/Llama models"};
   app.require_subcommand(1);
   int n_threads = 0;
-  app.add_option("--threads", n_threads, "threads for the kernels and libtorch (default: all cores)");
+  app.add_option("--threads", n_threads, "threads for the kernels and libtorch (default: all cores)")
+      ->check(CLI::Range(0, 4096));
   std::string device = "cpu";
   app.add_option("--device", device, "where the models run: cpu, cuda or cuda:N (default: cpu)");
   app.parse_complete_callback([&] {
@@ -35,7 +37,19 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // CLI11 reports an unknown command as "A subcommand is required": name it instead.
+    const std::vector<std::string> rest = app.remaining();
+    if (app.get_subcommands().empty() && !rest.empty() && rest.front().rfind("-", 0) != 0) {
+      std::string commands;
+      for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; }))
+        commands += (commands.empty() ? "" : ", ") + sub->get_name();
+      std::fprintf(stderr, "dspark: error: unknown command '%s' (commands: %s)\n", rest.front().c_str(), commands.c_str());
+      return 1;
+    }
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help
+    // One line and exit 1, as every other error (not CLI11's two lines and codes 105-114).
+    std::fprintf(stderr, "dspark: error: %s (see --help)\n", e.what());
+    return 1;
   } catch (const dspark::Error& e) {
     std::fprintf(stderr, "dspark: error: %s\n", e.what());
     return 1;

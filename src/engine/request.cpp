@@ -35,7 +35,7 @@ void check_request(const EngineRequest& r, const RequestLimits& limits) {
     throw Error("request: the prompt (" + std::to_string(n_prompt) + " tokens) plus max_tokens (" +
                 std::to_string(r.max_tokens) + ") is " + std::to_string(n_prompt + r.max_tokens) +
                 ", beyond the context limit of " + std::to_string(limits.max_context) + " tokens");
-  if (r.confidence_threshold < 0 || r.confidence_threshold > 1)
+  if (!(r.confidence_threshold >= 0 && r.confidence_threshold <= 1))
     throw Error("request: the confidence threshold must be in [0, 1]");
   if (!r.stop_strings.empty() && !limits.can_detokenize) throw Error("request: stop strings need a tokenizer");
 }

@@ -438,15 +438,19 @@ int64_t typical_context(const std::vector<std::vector<int64_t>>& prompts, int64_
 
 schedule::SpsMeta step_cost_meta(const std::string& model_dir, const model::Transformer& target,
                                  const std::string& drafter_dir, model::WeightDType drafter_dtype) {
-  // The directory's name and weight bytes, and a hash of its full path: drafters of one shape in
-  // directories named alike (runs/a/model, runs/b/model) once shared a profile, and with it
-  // another drafter's drafting costs.
+  // The directory's name and weight bytes (a GGUF file's name and size), and a hash of its full
+  // path: drafters of one shape in directories named alike (runs/a/model, runs/b/model) once
+  // shared a profile, and with it another drafter's drafting costs.
   auto name = [](const std::string& dir) {
     if (dir.empty()) return std::string("none");
     const fs::path p = fs::weakly_canonical(dir);
     uintmax_t bytes = 0;
-    for (const auto& e : fs::directory_iterator(p))
-      if (e.is_regular_file() && e.path().extension() == ".safetensors") bytes += e.file_size();
+    if (fs::is_directory(p)) {
+      for (const auto& e : fs::directory_iterator(p))
+        if (e.is_regular_file() && e.path().extension() == ".safetensors") bytes += e.file_size();
+    } else {
+      bytes = fs::file_size(p);
+    }
     uint32_t hash = 2166136261u;  // FNV-1a
     for (const unsigned char c : p.string()) hash = (hash ^ c) * 16777619u;
     char hex[9];
@@ -479,10 +483,12 @@ schedule::SpsMeta step_cost_meta(const std::string& model_dir, const model::Tran
 
 StepCost cached_step_cost(const fs::path& cache_dir, model::Transformer& target, draft::Drafter* drafter,
                           const ProfileOptions& options, const schedule::SpsMeta& meta) {
-  // One file per context measured at: a step's cost grows with the positions it attends to. A
-  // profile at another gamma is measured afresh: its drafting calls drafted another block length.
+  // One file per context and gamma measured at: a step's cost grows with the positions it attends
+  // to, and the drafting calls of another gamma draft another block length (one file for both
+  // made runs alternating gammas measure afresh every time).
   std::string name = schedule::cache_file_name(meta);
-  name.insert(name.size() - std::string(".json").size(), "--ctx" + std::to_string(options.context));
+  name.insert(name.size() - std::string(".json").size(),
+              "--ctx" + std::to_string(options.context) + "--g" + std::to_string(options.gamma));
   const fs::path file = cache_dir / name;
   if (fs::exists(file)) {
     StepCost cost = StepCost::load(file);

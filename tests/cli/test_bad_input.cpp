@@ -185,5 +185,39 @@ TEST(BadInput, RequestBeyondTheModelsContext) {
                         {"9000", "max_position_embeddings"});
 }
 
+// Mistakes CLI11 catches (an unknown option, an unparsable number, a value out of range) and an
+// unknown command: one line and exit 1 like every other error, not CLI11's codes 105-114.
+TEST(BadInput, ParseErrorsExitOneWithOneLine) {
+  const std::string model = std::string(DSPARK_SOURCE_DIR) + "/models/tiny-target-8l";
+  expect_one_line_error(run_dspark("bogus"), {"unknown command 'bogus'", "generate"});
+  expect_one_line_error(run_dspark("generate --model " + model + " --bogus"), {"--bogus"});
+  expect_one_line_error(run_dspark("generate --model " + model + " --prompt-ids 1 --max-tokens abc"),
+                        {"--max-tokens", "abc"});
+  expect_one_line_error(run_dspark("serve --port 99999"), {"--port", "99999"});
+  expect_one_line_error(run_dspark("--threads -1 generate --model " + model + " --prompt-ids 1"), {"--threads"});
+}
+
+// Values that passed a check they should have failed, or failed with another command's message.
+TEST(BadInput, PromptGammaThresholdAndFileMistakes) {
+  test::TempDir dir;
+  const std::string model = std::string(DSPARK_SOURCE_DIR) + "/models/tiny-target-8l";
+  const std::string generate = "generate --model " + model + " --max-tokens 2 ";
+  expect_one_line_error(run_dspark(generate + "--prompt ''"), {"--prompt is empty"});
+  expect_one_line_error(run_dspark(generate + "--chat --prompt-ids 1,2"), {"--chat", "--prompt-ids"});
+  expect_one_line_error(run_dspark(generate + "--prompt hi --draft " + model + "-dspark --gamma -1"), {"--gamma", "-1"});
+  expect_one_line_error(run_dspark(generate + "--prompt hi --draft " + model + "-eagle3 --gamma 100"),
+                        {"--gamma 100", "at most 64"});
+  expect_one_line_error(run_dspark(generate + "--prompt hi --draft " + model + "-dspark --confidence-threshold nan"),
+                        {"confidence threshold"});
+  expect_one_line_error(run_dspark("tokenize --tokenizer " + model + " --jsonl " + dir.str()), {"--jsonl", "directory"});
+  std::string ids = "1";
+  for (int i = 1; i < 4097; ++i) ids += ",1";
+  expect_one_line_error(run_dspark("logits --model " + model + " --ids " + ids + " --out " + dir.file("l.f32")),
+                        {"4097", "max_position_embeddings"});
+  const std::string gguf = test::fixture("gguf-tiny/untied-q8_0.gguf").string();
+  expect_one_line_error(run_dspark("model quantize --model " + gguf + " --type q4_0 --out " + dir.file("q.gguf")),
+                        {"untied-q8_0.gguf", "not quantized again"});
+}
+
 }  // namespace
 }  // namespace dspark

@@ -94,24 +94,35 @@ TEST(StepCost, TypicalContextIsTheWorkloadsMiddleToAPowerOfTwo) {
   EXPECT_EQ(engine::typical_context({}, 128), engine::ProfileOptions{}.context);
 }
 
-// The cache keeps one profile per context: asking at another context measures afresh.
-TEST(StepCost, CacheKeepsOneProfilePerContext) {
+// The cache keeps one profile per context and gamma: asking at another context or gamma measures
+// afresh, and coming back to one finds it still there.
+TEST(StepCost, CacheKeepsOneProfilePerContextAndGamma) {
   torch::NoGradGuard no_grad;
   const std::string dir = (fs::path(DSPARK_SOURCE_DIR) / "models/tiny-target-8l").string();
   model::Transformer target = model::Transformer::load(dir);
   const schedule::SpsMeta meta = engine::step_cost_meta(dir, target, "");
   test::TempDir cache;
-  for (int64_t context : {32, 64, 32}) {
-    const engine::StepCost cost =
-        engine::cached_step_cost(cache.path(), target, nullptr, {.max_requests = 1, .gamma = 1, .context = context, .runs = 1}, meta);
+  for (const auto& [context, gamma] : std::vector<std::pair<int64_t, int64_t>>{{32, 1}, {64, 1}, {32, 2}, {32, 1}}) {
+    const engine::StepCost cost = engine::cached_step_cost(
+        cache.path(), target, nullptr, {.max_requests = 1, .gamma = gamma, .context = context, .runs = 1}, meta);
     EXPECT_EQ(cost.context, context);
+    EXPECT_EQ(cost.gamma, gamma);
   }
   int files = 0;
   for (const auto& entry : fs::directory_iterator(cache.path())) {
     ++files;
     EXPECT_NE(entry.path().filename().string().find("--ctx"), std::string::npos);
   }
-  EXPECT_EQ(files, 2);
+  EXPECT_EQ(files, 3);
+}
+
+// A GGUF target is a file, not a directory: its profile is named for the file and its size.
+TEST(StepCost, MetaOfAGgufTargetNamesTheFile) {
+  torch::NoGradGuard no_grad;
+  const fs::path file = test::fixture("gguf-tiny/untied-q8_0.gguf");
+  model::Transformer target = model::Transformer::load(file.string());
+  const schedule::SpsMeta meta = engine::step_cost_meta(file.string(), target, "");
+  EXPECT_EQ(meta.model_id.rfind("untied-q8_0.gguf-" + std::to_string(fs::file_size(file)) + "-", 0), 0u) << meta.model_id;
 }
 
 // A cached profile at another gamma is not reused: its drafting calls drafted another block.
