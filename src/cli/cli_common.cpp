@@ -193,7 +193,7 @@ std::vector<int64_t> PromptArgs::resolve(const std::optional<tokenizer::Tokenize
 }
 
 void SamplingArgs::add_to(CLI::App* cmd) {
-  cmd->add_option("--temperature", temperature, "0 = greedy (default: generation_config.json)");
+  cmd->add_option("--temperature", temperature, "0 (anything below 1e-5) = greedy (default: generation_config.json)");
   cmd->add_option("--top-k", top_k, "keep the k most likely tokens (0 = off)");
   cmd->add_option("--top-p", top_p, "nucleus sampling mass (1 = off)");
   cmd->add_option("--min-p", min_p, "drop tokens below min-p times the top probability (0 = off)");
