@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cctype>
-#include <map>
 #include <ctime>
+#include <map>
 #include <thread>
 
 #include <httplib.h>
@@ -181,7 +181,8 @@ void HttpServer::Impl::install_routes() {
       res.set_header("Access-Control-Max-Age", "86400");
       return httplib::Server::HandlerResponse::Handled;
     }
-    if (!authorized(req)) {
+    if (!authorized(req)) {  // refused before its body is read
+      close_after_response(res);
       send_error(res, ApiError(401, "missing or wrong API key (send 'Authorization: Bearer KEY')"));
       return httplib::Server::HandlerResponse::Handled;
     }
