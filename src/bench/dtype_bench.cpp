@@ -26,6 +26,8 @@ Contender load_contender(const std::string& path, model::WeightDType dtype, mode
   const int64_t before = resident_bytes();
   const auto start = std::chrono::steady_clock::now();
   model::Transformer model = model::Transformer::load(path, {.weight_dtype = dtype, .kv_cache_dtype = kv_dtype});
+  model.config().check_positions(o.context + max_b, "bench dtypes: --context " + std::to_string(o.context) + " plus " +
+                                                        std::to_string(max_b) + " new tokens");
   const double load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   model::KvCache cache = model.make_cache(1, o.context + max_b);
   const int64_t after = resident_bytes();  // after load, with the cache: before any forward's buffers

@@ -5,6 +5,7 @@
 #include <random>
 
 #include "bench/median.h"
+#include "common/error.h"
 #include "engine/engine.h"
 #include "model/device.h"
 
@@ -103,8 +104,13 @@ ForwardBenchResult run_forward_bench(model::Transformer& model, const ForwardBen
   std::mt19937_64 rng(options.seed);
   ForwardBenchResult result;
   result.weight_bytes = model.weight_bytes();
+  if (std::find(options.batch_sizes.begin(), options.batch_sizes.end(), 1) == options.batch_sizes.end())
+    throw Error("bench forward: --batch-sizes must hold 1 (the decode step every T(B)/T(1) is taken against)");
   const int64_t max_b = *std::max_element(options.batch_sizes.begin(), options.batch_sizes.end());
 
+  for (int64_t context : options.contexts)
+    c.check_positions(context + max_b, "bench forward: context " + std::to_string(context) + " plus " +
+                                           std::to_string(max_b) + " new tokens");
   for (int64_t context : options.contexts) {
     const int64_t capacity = context + max_b;
     const int64_t n_slots = kv_gib(c, max_b, capacity) <= options.max_kv_gib ? max_b : 1;

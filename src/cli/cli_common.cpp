@@ -1,7 +1,9 @@
 #include "cli/cli_common.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
+#include <functional>
 #include <sstream>
 
 #include "common/error.h"
@@ -152,6 +154,65 @@ int64_t resolve_gamma(const std::optional<int64_t>& flag, const draft::Drafter& 
     throw Error("--gamma " + std::to_string(gamma) + ": at most " + std::to_string(kMaxUnblockedGamma) +
                 " drafts per step for the " + drafter.method() + " drafter");
   return gamma;
+}
+
+namespace {
+
+std::string number_text(double v) {
+  std::string s = std::to_string(v);
+  s.erase(s.find_last_not_of('0') + 1);
+  if (!s.empty() && s.back() == '.') s.pop_back();
+  return s;
+}
+
+// A numeric check: `ok` on the parsed value, `wants` saying what passes.
+CLI::Validator numeric_check(std::function<bool(double)> ok, const std::string& wants) {
+  return CLI::Validator(
+      [ok, wants](std::string& text) -> std::string {
+        size_t used = 0;
+        double v = 0;
+        try {
+          v = std::stod(text, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (used != text.size() || text.empty()) return "'" + text + "' is not a number";
+        if (!std::isfinite(v) || !ok(v)) return "must be " + wants + ", got " + text;
+        return "";
+      },
+      wants);
+}
+
+}  // namespace
+
+CLI::Validator at_least(double min) {
+  return numeric_check([min](double v) { return v >= min; }, ">= " + number_text(min));
+}
+
+CLI::Validator above(double min) {
+  return numeric_check([min](double v) { return v > min; }, "> " + number_text(min));
+}
+
+CLI::Validator between(double min, double max) {
+  return numeric_check([min, max](double v) { return v >= min && v <= max; },
+                       "in [" + number_text(min) + ", " + number_text(max) + "]");
+}
+
+std::vector<double> parse_numbers(const std::string& csv, const std::string& option) {
+  std::vector<double> values;
+  for (const std::string& item : split_csv(csv)) {
+    size_t used = 0;
+    double v = 0;
+    try {
+      v = std::stod(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != item.size() || item.empty() || !std::isfinite(v))
+      throw Error(option + ": '" + item + "' is not a number");
+    values.push_back(v);
+  }
+  return values;
 }
 
 int64_t drafter_capacity(int64_t request_positions) {

@@ -61,6 +61,16 @@ nlohmann::json stats_json(const engine::RequestStats& stats);
 // named by the run, e.g. "drafter-20l/dspark").
 std::string drafter_label(const std::string& dir, const draft::Drafter& drafter);
 
+// Checks for numeric options (CLI11 reports a failure as one line naming the option): a finite
+// number >= min, or > min, or within [min, max]. On a vector option each value is checked.
+CLI::Validator at_least(double min);
+CLI::Validator above(double min);
+CLI::Validator between(double min, double max);
+
+// A comma-separated list of numbers, each checked by the caller; "--name: 'x' is not a number"
+// otherwise.
+std::vector<double> parse_numbers(const std::string& csv, const std::string& option);
+
 // The most drafts per step for a drafter without a block (EAGLE-3, n-gram): a request's draft cache
 // keeps this many positions past its own (drafter_capacity).
 inline constexpr int64_t kMaxUnblockedGamma = 64;

@@ -33,8 +33,7 @@ void run(BenchAcceptArgs a) {
   const std::vector<std::string> draft_dirs = split_csv(a.drafts), files = split_csv(a.prompts);
   if (draft_dirs.empty() || files.empty()) throw Error("bench accept: give --draft and --prompts");
   std::vector<double> thresholds = {0.0};
-  for (const std::string& t : split_csv(a.thresholds)) {
-    const double v = std::stod(t);
+  for (const double v : parse_numbers(a.thresholds, "--thresholds")) {
     if (v < 0 || v >= 1) throw Error("--thresholds: each value must be in [0, 1)");
     if (v > 0) thresholds.push_back(v);
   }
@@ -91,8 +90,10 @@ void register_bench_accept(CLI::App& bench) {
       ->capture_default_str();
   cmd->add_option("--temperature", a->options.temperature, "sampling temperature (0: greedy)")->capture_default_str();
   cmd->add_option("--gamma", a->options.gamma, "drafts per round")->capture_default_str();
-  cmd->add_option("--max-tokens", a->options.max_tokens, "new tokens per prompt")->capture_default_str();
-  cmd->add_option("--limit", a->limit, "first N prompts of each file (0: all)");
+  cmd->add_option("--max-tokens", a->options.max_tokens, "new tokens per prompt")->capture_default_str()
+      ->check(at_least(1));
+  cmd->add_option("--limit", a->limit, "first N prompts of each file (0: all)")
+      ->check(at_least(0));
   cmd->add_option("--seed", a->options.seed, "prompt i samples with seed + i")->capture_default_str();
   cmd->add_option("--thresholds", a->thresholds, "confidence thresholds to sweep for DSpark drafters, e.g. 0.1,0.2,...,0.9");
   cmd->add_option("--plot-dir", a->plot_dir, "write accept_per_position.svg (and threshold_sweep.svg) here");

@@ -56,9 +56,12 @@ void register_bench_draft(CLI::App& bench) {
   CLI::App* cmd = bench.add_subcommand("draft", "one drafting call's time against gamma (random drafters of the target's shape)");
   cmd->add_option("--target", args->target_dir, "target model directory (default: the shipped default model)");
   cmd->add_option("--methods", args->methods, "comma-separated drafter methods")->capture_default_str();
-  cmd->add_option("--gammas", args->options.gammas, "gamma values")->capture_default_str();
-  cmd->add_option("--context", args->options.context, "committed context before the timed calls")->capture_default_str();
-  cmd->add_option("--runs", args->options.runs, "timed calls per point (median reported)")->capture_default_str();
+  cmd->add_option("--gammas", args->options.gammas, "gamma values")->capture_default_str()
+      ->check(at_least(1));
+  cmd->add_option("--context", args->options.context, "committed context before the timed calls")->capture_default_str()
+      ->check(at_least(1));
+  cmd->add_option("--runs", args->options.runs, "timed calls per point (median reported)")->capture_default_str()
+      ->check(at_least(1));
   cmd->add_option("--work-dir", args->work_dir, "where the random drafters are written")->capture_default_str();
   add_dtype_option(cmd, args->dtype);
   cmd->add_flag("--json", args->json, "machine-readable output");

@@ -98,9 +98,12 @@ void register_bench_dtypes(CLI::App& bench) {
   cmd->add_option("--kv-cache-dtypes", args->kv_cache_dtypes,
                   "KV cache dtypes (f32 bf16); every weight dtype runs with each, the first pair the baseline")
       ->capture_default_str();
-  cmd->add_option("--context", args->options.context, "cached positions before each step")->capture_default_str();
-  cmd->add_option("--batch-sizes", args->options.batch_sizes, "new tokens B per step (must hold 1)")->capture_default_str();
-  cmd->add_option("--runs", args->options.runs, "timed rounds (every dtype and B once per round)")->capture_default_str();
+  cmd->add_option("--context", args->options.context, "cached positions before each step")->capture_default_str()
+      ->check(at_least(1));
+  cmd->add_option("--batch-sizes", args->options.batch_sizes, "new tokens B per step (must hold 1)")->capture_default_str()
+      ->check(between(1, 4096));
+  cmd->add_option("--runs", args->options.runs, "timed rounds (every dtype and B once per round)")->capture_default_str()
+      ->check(at_least(1));
   cmd->add_flag("--json", args->json, "machine-readable output");
   cmd->callback([args] { run(*args); });
 }

@@ -70,11 +70,16 @@ void register_bench_forward(CLI::App& bench) {
   cmd->add_option("--model", args->model_dir, "model directory")->required();
   add_dtype_option(cmd, args->dtype);
   add_kv_cache_dtype_option(cmd, args->kv_cache_dtype);
-  cmd->add_option("--contexts", args->options.contexts, "context lengths (default 256 1024)");
-  cmd->add_option("--batch-sizes", args->options.batch_sizes, "B values (default 1 2 4 8 16 32 64)");
-  cmd->add_option("--runs", args->options.runs, "timed runs per point (median reported, default 7)");
-  cmd->add_option("--prefill-runs", args->options.prefill_runs, "timed prefills per context (median reported, default 3)");
-  cmd->add_option("--max-kv-gib", args->options.max_kv_gib, "skip batch points whose KV cache exceeds this");
+  cmd->add_option("--contexts", args->options.contexts, "context lengths (default 256 1024)")
+      ->check(at_least(1));
+  cmd->add_option("--batch-sizes", args->options.batch_sizes, "B values (default 1 2 4 8 16 32 64)")
+      ->check(between(1, 4096));
+  cmd->add_option("--runs", args->options.runs, "timed runs per point (median reported, default 7)")
+      ->check(at_least(1));
+  cmd->add_option("--prefill-runs", args->options.prefill_runs, "timed prefills per context (median reported, default 3)")
+      ->check(at_least(1));
+  cmd->add_option("--max-kv-gib", args->options.max_kv_gib, "skip batch points whose KV cache exceeds this")
+      ->check(above(0));
   cmd->add_flag("--json", args->json, "machine-readable output");
   cmd->callback([args] { run(*args); });
 }

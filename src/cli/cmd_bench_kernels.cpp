@@ -57,9 +57,12 @@ void register_bench_kernels(CLI::App& bench) {
   cmd->add_option("--model", args->model_dir, "model directory or .gguf file")->required();
   add_dtype_option(cmd, args->dtype);
   add_kv_cache_dtype_option(cmd, args->kv_cache_dtype);
-  cmd->add_option("--context", args->options.context, "cached positions attention reads")->capture_default_str();
-  cmd->add_option("--batch-sizes", args->options.batch_sizes, "new tokens B of the one sequence")->capture_default_str();
-  cmd->add_option("--runs", args->options.runs, "timed rounds (every part and B once per round)")->capture_default_str();
+  cmd->add_option("--context", args->options.context, "cached positions attention reads")->capture_default_str()
+      ->check(at_least(1));
+  cmd->add_option("--batch-sizes", args->options.batch_sizes, "new tokens B of the one sequence")->capture_default_str()
+      ->check(between(1, 4096));
+  cmd->add_option("--runs", args->options.runs, "timed rounds (every part and B once per round)")->capture_default_str()
+      ->check(at_least(1));
   cmd->add_flag("--json", args->json, "machine-readable output");
   cmd->callback([args] { run(*args); });
 }

@@ -129,10 +129,12 @@ void register_bench_speedup(CLI::App& bench) {
   cmd->add_option("--prompts", a->prompts, "comma-separated prompt files ({\"turns\": [...]} JSONL)")->required();
   cmd->add_option("--prompt-format", a->prompt_format, "auto | turns | instruction (Self-Instruct's user-oriented file)")
       ->capture_default_str();
-  cmd->add_option("--limit", a->limit, "first N prompts of each file (0: all)")->capture_default_str();
+  cmd->add_option("--limit", a->limit, "first N prompts of each file (0: all)")->capture_default_str()
+      ->check(at_least(0));
   cmd->add_option("--temperatures", a->temperatures, "comma-separated sampling temperatures (0: greedy)")
       ->capture_default_str();
-  cmd->add_option("--max-tokens", a->options.max_tokens, "new tokens per request, at most")->capture_default_str();
+  cmd->add_option("--max-tokens", a->options.max_tokens, "new tokens per request, at most")->capture_default_str()
+      ->check(at_least(1));
   cmd->add_flag("--ignore-eos", a->options.ignore_eos, "always generate --max-tokens tokens");
   cmd->add_option("--gamma", a->gamma, "drafts per step (default: each drafter's block size)");
   cmd->add_option("--schedule", a->schedule, "verification schedule of the speculative methods (as generate's --schedule)")

@@ -112,10 +112,12 @@ void register_calibrate(CLI::App& app) {
   cmd->add_option("--draft", a->draft_dir, "DSpark drafter directory; sts.json is written here")->required();
   cmd->add_option("--corpus", a->corpus_dir, "held-out prompts: first user turns of DIR/valid.jsonl (dspark data corpus)");
   cmd->add_option("--prompts", a->prompts, "held-out prompts: a {\"turns\": [...]} JSONL file (not an evaluation set)");
-  cmd->add_option("--limit", a->limit, "prompts used (0: all)")->capture_default_str();
+  cmd->add_option("--limit", a->limit, "prompts used (0: all)")->capture_default_str()
+      ->check(at_least(0));
   cmd->add_option("--temperature", a->options.temperature, "sampling temperature of the rollouts")->capture_default_str();
   cmd->add_option("--gamma", a->options.gamma, "drafts per round")->capture_default_str();
-  cmd->add_option("--max-tokens", a->options.max_tokens, "new tokens per prompt")->capture_default_str();
+  cmd->add_option("--max-tokens", a->options.max_tokens, "new tokens per prompt")->capture_default_str()
+      ->check(at_least(1));
   cmd->add_option("--seed", a->options.seed, "prompt i samples with seed + i")->capture_default_str();
   cmd->add_option("--plot", a->plot, "write the reliability diagrams to this SVG file");
   add_dtype_option(cmd, a->dtype, "target weights");

@@ -45,10 +45,14 @@ void register_data_regenerate(CLI::App& data) {
   cmd->add_option("--top-p", o.sampling.top_p, "top-p (0.8)");
   cmd->add_option("--top-k", o.sampling.top_k, "top-k (20)");
   cmd->add_option("--seed", o.sampling.seed, "conversation i samples with seed + i (0)");
-  cmd->add_option("--max-new-tokens", o.max_new_tokens, "tokens per answer; a cut answer ends the conversation (512)");
-  cmd->add_option("--max-length", o.max_length, "tokens per conversation (1024)");
-  cmd->add_option("--batch", o.batch, "conversations decoded together (16)");
-  cmd->add_option("--limit", o.limit, "only the first N conversations of train.jsonl (0: all)");
+  cmd->add_option("--max-new-tokens", o.max_new_tokens, "tokens per answer; a cut answer ends the conversation (512)")
+      ->check(at_least(1));
+  cmd->add_option("--max-length", o.max_length, "tokens per conversation (1024)")
+      ->check(at_least(2));
+  cmd->add_option("--batch", o.batch, "conversations decoded together (16)")
+      ->check(at_least(1));
+  cmd->add_option("--limit", o.limit, "only the first N conversations of train.jsonl (0: all)")
+      ->check(at_least(0));
   add_dtype_option(cmd, args->dtype, "target weights");
   cmd->callback([args] { run_regenerate(*args); });
 }

@@ -66,11 +66,15 @@ void register_profile(CLI::App& app) {
   add_dtype_option(cmd, a->dtype);
   add_draft_dtype_option(cmd, a->draft_dtype);
   add_kv_cache_dtype_option(cmd, a->kv_cache_dtype);
-  cmd->add_option("--max-requests", a->options.max_requests, "largest concurrency R to cover")->capture_default_str();
-  cmd->add_option("--gamma", a->options.gamma, "drafts per request: B runs to R x (gamma + 1)")->capture_default_str();
-  cmd->add_option("--context", a->options.context, "cached positions per request while measuring")->capture_default_str();
+  cmd->add_option("--max-requests", a->options.max_requests, "largest concurrency R to cover")->capture_default_str()
+      ->check(between(1, 1024));
+  cmd->add_option("--gamma", a->options.gamma, "drafts per request: B runs to R x (gamma + 1)")->capture_default_str()
+      ->check(at_least(0));
+  cmd->add_option("--context", a->options.context, "cached positions per request while measuring")->capture_default_str()
+      ->check(at_least(1));
   cmd->add_option("--runs", a->options.runs, "passes over every point, one to three timed steps of each per pass (median)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(at_least(1));
   cmd->add_option("--committed", a->options.committed,
                   "tokens each request commits before a timed drafting call (default: (gamma + 1) / 2)");
   cmd->add_option("--out", a->out, "write here instead of the cache directory");

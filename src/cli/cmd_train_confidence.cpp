@@ -49,7 +49,11 @@ void save_chunk(const fs::path& file, const train::ConfidenceRollouts& r) {
 
 train::ConfidenceRollouts load_chunk(const fs::path& file) {
   std::vector<torch::Tensor> t;
-  torch::load(t, file.string());
+  try {
+    torch::load(t, file.string());
+  } catch (const c10::Error&) {  // libtorch's message is a page of backtrace
+    throw Error(file.string() + ": not a readable rollout chunk (truncated or damaged; delete it to roll out again)");
+  }
   if (t.size() != 4) throw Error(file.string() + ": not a rollout chunk");
   return {t[0], t[1], t[2], t[3]};
 }
@@ -247,13 +251,20 @@ void register_train_confidence(CLI::App& train) {
   cmd->add_option("--draft", a->draft_dir, "DSpark drafter directory (left unchanged)")->required();
   cmd->add_option("--corpus", a->corpus_dir, "prompts: first user turns of DIR/train.jsonl (dspark data corpus)")->required();
   cmd->add_option("--out", a->out_dir, "output: the drafter with the refitted head, and rollouts/ (resumable)")->required();
-  cmd->add_option("--limit", a->limit, "training prompts used")->capture_default_str();
-  cmd->add_option("--chunk", a->chunk, "prompts per saved rollout chunk")->capture_default_str();
-  cmd->add_option("--holdout-percent", a->holdout_percent, "last rounds kept out of the fit, for the report")->capture_default_str();
-  cmd->add_option("--l2", a->l2, "L2 penalty on the head's weights (the bias is free)")->capture_default_str();
-  cmd->add_option("--temperature", a->options.temperature, "sampling temperature of the rollouts")->capture_default_str();
-  cmd->add_option("--gamma", a->options.gamma, "drafts per round")->capture_default_str();
-  cmd->add_option("--max-tokens", a->options.max_tokens, "new tokens per prompt")->capture_default_str();
+  cmd->add_option("--limit", a->limit, "training prompts used")->capture_default_str()
+      ->check(at_least(1));
+  cmd->add_option("--chunk", a->chunk, "prompts per saved rollout chunk")->capture_default_str()
+      ->check(at_least(1));
+  cmd->add_option("--holdout-percent", a->holdout_percent, "last rounds kept out of the fit, for the report")->capture_default_str()
+      ->check(between(0, 99));
+  cmd->add_option("--l2", a->l2, "L2 penalty on the head's weights (the bias is free)")->capture_default_str()
+      ->check(at_least(0));
+  cmd->add_option("--temperature", a->options.temperature, "sampling temperature of the rollouts")->capture_default_str()
+      ->check(at_least(0));
+  cmd->add_option("--gamma", a->options.gamma, "drafts per round")->capture_default_str()
+      ->check(at_least(1));
+  cmd->add_option("--max-tokens", a->options.max_tokens, "new tokens per prompt")->capture_default_str()
+      ->check(at_least(1));
   cmd->add_option("--seed", a->options.seed, "prompt i samples with seed + i")->capture_default_str();
   add_dtype_option(cmd, a->dtype, "target weights");
   cmd->callback([a] { run(*a); });

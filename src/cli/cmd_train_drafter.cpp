@@ -20,25 +20,40 @@ void register_train_drafter(CLI::App& train) {
   CLI::App* cmd = train.add_subcommand("drafter", "train a DSpark, DFlash or EAGLE-3 drafter on data from `dspark data regenerate`");
   cmd->add_option("--target", f->target, "target model directory (default: the shipped default model)");
   cmd->add_option("--method", f->method, "dspark | dflash | eagle3")->capture_default_str();
-  cmd->add_option("--data", o->data_file, "regenerated.jsonl from `dspark data regenerate`")->required();
+  cmd->add_option("--data", o->data_file, "regenerated.jsonl from `dspark data regenerate`")->required()
+      ->check(CLI::ExistingFile);
   cmd->add_option("--out", o->out_dir, "run directory: checkpoints/, log.jsonl, model/")->required();
-  cmd->add_option("--layers", o->init.n_layers, "draft layers (default: EAGLE-3 1; DSpark / DFlash 5 on targets of 24+ layers, else 2)");
-  cmd->add_option("--block-size", o->init.block_size, "slots per block (gamma); EAGLE-3: training-time-test steps")->capture_default_str();
-  cmd->add_option("--markov-rank", o->init.markov_rank, "DSpark Markov head rank (default: min(256, hidden / 8))");
+  cmd->add_option("--layers", o->init.n_layers, "draft layers (default: EAGLE-3 1; DSpark / DFlash 5 on targets of 24+ layers, else 2)")
+      ->check(at_least(1));
+  cmd->add_option("--block-size", o->init.block_size, "slots per block (gamma); EAGLE-3: training-time-test steps")->capture_default_str()
+      ->check(at_least(1));
+  cmd->add_option("--markov-rank", o->init.markov_rank, "DSpark Markov head rank (default: min(256, hidden / 8))")
+      ->check(at_least(1));
   cmd->add_option("--markov-head", f->markov_head, "DSpark Markov head: vanilla | rnn")->capture_default_str();
   cmd->add_option("--init-seed", o->init.seed, "seed of the initial weights")->capture_default_str();
-  cmd->add_option("--epochs", o->epochs, "passes over the training conversations")->capture_default_str();
-  cmd->add_option("--max-steps", o->max_steps, "stop after this many steps (schedule unchanged; 0: run to the end)");
-  cmd->add_option("--batch", o->batch_size, "conversations per step")->capture_default_str();
-  cmd->add_option("--anchors", o->max_anchors, "blocks sampled per conversation")->capture_default_str();
-  cmd->add_option("--lr", o->peak_lr, "peak learning rate")->capture_default_str();
-  cmd->add_option("--warmup-ratio", o->warmup_ratio, "share of the steps in linear warmup")->capture_default_str();
-  cmd->add_option("--clip", o->grad_clip, "gradient-norm clip")->capture_default_str();
+  cmd->add_option("--epochs", o->epochs, "passes over the training conversations")->capture_default_str()
+      ->check(above(0));
+  cmd->add_option("--max-steps", o->max_steps, "stop after this many steps (schedule unchanged; 0: run to the end)")
+      ->check(at_least(0));
+  cmd->add_option("--batch", o->batch_size, "conversations per step")->capture_default_str()
+      ->check(at_least(1));
+  cmd->add_option("--anchors", o->max_anchors, "blocks sampled per conversation")->capture_default_str()
+      ->check(at_least(1));
+  cmd->add_option("--lr", o->peak_lr, "peak learning rate")->capture_default_str()
+      ->check(above(0));
+  cmd->add_option("--warmup-ratio", o->warmup_ratio, "share of the steps in linear warmup")->capture_default_str()
+      ->check(between(0, 1));
+  cmd->add_option("--clip", o->grad_clip, "gradient-norm clip")->capture_default_str()
+      ->check(above(0));
   cmd->add_option("--seed", o->seed, "seed of the data order and the anchors")->capture_default_str();
-  cmd->add_option("--valid-percent", o->valid_percent, "conversations held out for validation")->capture_default_str();
-  cmd->add_option("--valid-sequences", o->valid_sequences, "held-out conversations per validation")->capture_default_str();
-  cmd->add_option("--save-every", o->save_every, "steps between checkpoints")->capture_default_str();
-  cmd->add_option("--eval-every", o->eval_every, "steps between validations")->capture_default_str();
+  cmd->add_option("--valid-percent", o->valid_percent, "conversations held out for validation")->capture_default_str()
+      ->check(between(0, 99));
+  cmd->add_option("--valid-sequences", o->valid_sequences, "held-out conversations per validation")->capture_default_str()
+      ->check(at_least(1));
+  cmd->add_option("--save-every", o->save_every, "steps between checkpoints")->capture_default_str()
+      ->check(at_least(1));
+  cmd->add_option("--eval-every", o->eval_every, "steps between validations")->capture_default_str()
+      ->check(at_least(1));
   cmd->add_flag("--bf16-autocast", o->bf16_autocast,
                 "matrix products in bf16 (CPU autocast); weights, optimizer and losses stay f32");
   cmd->add_option("--feature-cache", o->feature_cache_dir,

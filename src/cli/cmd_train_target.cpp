@@ -18,21 +18,33 @@ void register_train_target(CLI::App& train) {
   cmd->add_option("--corpus", o->corpus_dir, "corpus directory (from `dspark data corpus`)")->required();
   cmd->add_option("--tokenizer", o->tokenizer_dir, "tokenizer directory (from `dspark train tokenizer`)")->required();
   cmd->add_option("--out", o->out_dir, "run directory: checkpoints/, log.jsonl, model/")->required();
-  cmd->add_option("--seq-len", o->seq_len, "tokens per training window")->capture_default_str();
-  cmd->add_option("--batch", o->batch_size, "windows per step")->capture_default_str();
-  cmd->add_option("--epochs", o->epochs, "passes over the train split")->capture_default_str();
-  cmd->add_option("--max-steps", o->max_steps, "stop after this many steps (schedule unchanged; 0: run to the end)");
-  cmd->add_option("--lr", o->peak_lr, "peak learning rate")->capture_default_str();
-  cmd->add_option("--min-lr", o->min_lr, "learning rate at the end of the cosine")->capture_default_str();
-  cmd->add_option("--warmup", o->warmup_steps, "linear warmup steps")->capture_default_str();
-  cmd->add_option("--weight-decay", o->weight_decay, "AdamW weight decay (matrices only)")->capture_default_str();
-  cmd->add_option("--clip", o->grad_clip, "gradient-norm clip")->capture_default_str();
+  cmd->add_option("--seq-len", o->seq_len, "tokens per training window")->capture_default_str()
+      ->check(at_least(2));
+  cmd->add_option("--batch", o->batch_size, "windows per step")->capture_default_str()
+      ->check(at_least(1));
+  cmd->add_option("--epochs", o->epochs, "passes over the train split")->capture_default_str()
+      ->check(above(0));
+  cmd->add_option("--max-steps", o->max_steps, "stop after this many steps (schedule unchanged; 0: run to the end)")
+      ->check(at_least(0));
+  cmd->add_option("--lr", o->peak_lr, "peak learning rate")->capture_default_str()
+      ->check(above(0));
+  cmd->add_option("--min-lr", o->min_lr, "learning rate at the end of the cosine")->capture_default_str()
+      ->check(at_least(0));
+  cmd->add_option("--warmup", o->warmup_steps, "linear warmup steps")->capture_default_str()
+      ->check(at_least(0));
+  cmd->add_option("--weight-decay", o->weight_decay, "AdamW weight decay (matrices only)")->capture_default_str()
+      ->check(at_least(0));
+  cmd->add_option("--clip", o->grad_clip, "gradient-norm clip")->capture_default_str()
+      ->check(above(0));
   cmd->add_option("--seed", o->seed, "seed of the initial weights and the data order")->capture_default_str();
   cmd->add_option("--grow-from", o->grow_from,
                   "start from this trained smaller model, grown into --config's shape (same function)");
-  cmd->add_option("--save-every", o->save_every, "steps between checkpoints")->capture_default_str();
-  cmd->add_option("--eval-every", o->eval_every, "steps between validations")->capture_default_str();
-  cmd->add_option("--eval-windows", o->eval_windows, "validation windows per domain")->capture_default_str();
+  cmd->add_option("--save-every", o->save_every, "steps between checkpoints")->capture_default_str()
+      ->check(at_least(1));
+  cmd->add_option("--eval-every", o->eval_every, "steps between validations")->capture_default_str()
+      ->check(at_least(1));
+  cmd->add_option("--eval-windows", o->eval_windows, "validation windows per domain")->capture_default_str()
+      ->check(at_least(1));
   cmd->add_flag("--bf16-autocast", o->bf16_autocast,
                 "matrix products in bf16 (CPU autocast); weights, optimizer and loss stay f32");
   cmd->add_flag("--no-resume", *no_resume, "start afresh even if --out holds checkpoints");
@@ -56,8 +68,10 @@ void register_eval(CLI::App& app) {
   CLI::App* cmd = eval->add_subcommand("loss", "mean next-token loss per domain on a corpus's validation split");
   cmd->add_option("--model", a->model, "model directory (with tokenizer.json)")->required();
   cmd->add_option("--corpus", a->corpus, "corpus directory (from `dspark data corpus`)")->required();
-  cmd->add_option("--seq-len", a->seq_len, "tokens per window")->capture_default_str();
-  cmd->add_option("--windows", a->windows, "windows per domain (0: all)")->capture_default_str();
+  cmd->add_option("--seq-len", a->seq_len, "tokens per window")->capture_default_str()
+      ->check(at_least(2));
+  cmd->add_option("--windows", a->windows, "windows per domain (0: all)")->capture_default_str()
+      ->check(at_least(0));
   // f32 by default, as the trainer validates; another dtype measures what it costs in quality
   // (a quantized model runs its own kernels here, activations quantized as in decoding).
   add_dtype_option(cmd, a->dtype);

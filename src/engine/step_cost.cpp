@@ -108,7 +108,7 @@ StepCost StepCost::from_json(const json& j, const std::string& source) {
 StepCost StepCost::load(const fs::path& path) { return from_json(read_json_file(path), path.string()); }
 
 void StepCost::save(const fs::path& path) const {
-  fs::create_directories(path.parent_path());
+  if (path.has_parent_path()) fs::create_directories(path.parent_path());  // a bare file name has none
   write_json_file(path, to_json());
 }
 

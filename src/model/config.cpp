@@ -303,6 +303,12 @@ const char* arch_name(Arch arch) {
   return "?";
 }
 
+void ModelConfig::check_positions(int64_t n, const std::string& what) const {
+  if (max_position_embeddings > 0 && n > max_position_embeddings)
+    throw Error(what + ": " + std::to_string(n) + " positions exceed the model's max_position_embeddings (" +
+                std::to_string(max_position_embeddings) + ")");
+}
+
 ModelConfig ModelConfig::load(const std::string& path, bool allow_any_architecture) {
   std::error_code ec;
   std::string file = fs::is_directory(path, ec) ? (fs::path(path) / "config.json").string() : path;

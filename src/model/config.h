@@ -49,6 +49,9 @@ struct ModelConfig {
                                bool allow_any_architecture = false);
   // HF-compatible config.json (transformers-4 spelling): raw with every field above written over.
   nlohmann::json to_json() const;
+  // Throws dspark::Error "<what>: N positions exceed the model's max_position_embeddings (M)" when
+  // a sequence of n positions does not fit (no limit when the config gives none).
+  void check_positions(int64_t n, const std::string& what) const;
 };
 
 struct GenerationConfig {

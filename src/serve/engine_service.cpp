@@ -162,6 +162,9 @@ void EngineService::run_step() {
     if (t.channel->cancelled()) engine_.cancel(id);
   tokens_this_step_ = 0;
   std::vector<engine::RequestOutcome> finished = engine_.step();
+  // Before any handler hears its request finished: a client that sends its next request at once
+  // must find the place it freed.
+  publish_state();
   observe_latencies(Clock::now());
   for (engine::RequestOutcome& o : finished) {
     auto it = tracked_.find(o.id);

@@ -1,5 +1,7 @@
 #include "train/checkpoint.h"
 
+#include "common/json_file.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <regex>
@@ -15,6 +17,14 @@ std::string checkpoint_name(int64_t step) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "step-%06ld", static_cast<long>(step));
   return buf;
+}
+
+nlohmann::json read_trainer_state(const fs::path& checkpoint) {
+  const fs::path file = checkpoint / "trainer_state.json";
+  const nlohmann::json state = read_json_file(file);
+  if (!state.is_object() || !state.contains("step") || !state["step"].is_number_integer() || !state.contains("schedule"))
+    throw Error(file.string() + ": not a trainer state (an object with an integer \"step\" and the run's \"schedule\")");
+  return state;
 }
 
 fs::path newest_checkpoint(const fs::path& out_dir, int64_t& step) {

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
 namespace dspark::train {
@@ -20,6 +21,10 @@ std::string checkpoint_name(int64_t step);
 
 // Newest complete checkpoint under out_dir/checkpoints (one holding trainer_state.json) and its
 // step, or an empty path and step -1.
+// A checkpoint's trainer_state.json: an object with an integer "step" and the "schedule" the run
+// was made with; dspark::Error naming the file otherwise.
+nlohmann::json read_trainer_state(const std::filesystem::path& checkpoint);
+
 std::filesystem::path newest_checkpoint(const std::filesystem::path& out_dir, int64_t& step);
 
 // Writes out_dir/checkpoints/step-N: `fill(tmp_dir)` writes the files, then the directory is

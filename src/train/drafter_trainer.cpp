@@ -37,9 +37,13 @@ struct DataSplit {
   int64_t dropped = 0;  // fewer than min_loss_tokens answer tokens
 };
 
-DataSplit load_split(const DrafterTrainOptions& o) {
+DataSplit load_split(const DrafterTrainOptions& o, int64_t vocab_size) {
   DataSplit split;
   for (RegeneratedSample& s : read_regenerated(o.data_file)) {
+    for (int32_t id : s.input_ids)
+      if (id < 0 || id >= vocab_size)
+        throw Error(o.data_file.string() + ": conversation " + s.id + " holds token id " + std::to_string(id) +
+                    ", outside the target's vocabulary [0, " + std::to_string(vocab_size) + ")");
     if (std::count(s.loss_mask.begin(), s.loss_mask.end(), 1) < o.min_loss_tokens) {
       ++split.dropped;
       continue;
@@ -195,7 +199,7 @@ DrafterTrainResult train_drafter(const DrafterTrainOptions& o) {
     if (fs::exists(tok_file))
       if (auto id = tokenizer::Tokenizer::load(tok_file).token_to_id("<|mask|>")) init.mask_token_id = *id;
   }
-  const DataSplit data = load_split(o);
+  const DataSplit data = load_split(o, target.config().vocab_size);
   const int64_t n_train = static_cast<int64_t>(data.train.size());
   const int64_t total_steps =
       std::max<int64_t>(1, static_cast<int64_t>(std::ceil(o.epochs * static_cast<double>(n_train) / o.batch_size)));
@@ -208,21 +212,23 @@ DrafterTrainResult train_drafter(const DrafterTrainOptions& o) {
   fs::create_directories(o.out_dir / "checkpoints");
   int64_t start_step = 0;
   const fs::path checkpoint = o.resume ? newest_checkpoint(o.out_dir, start_step) : fs::path();
+  // The drafter this run asks for (method, layers, heads, and the target it drafts for) is part of
+  // what a resumed checkpoint must match, as the schedule is.
   draft::DraftConfig config = draft::make_draft_config(target.config(), init);
+  const json schedule = fingerprint(o, config, n_train);
   NamedTensors tensors;
   if (checkpoint.empty()) {
     start_step = 0;
     tensors = draft::random_drafter_tensors(target, config, init.seed);
   } else {
-    config = draft::DraftConfig::load(checkpoint.string());
-    const json state = read_json_file(checkpoint / "trainer_state.json");
-    if (state.at("schedule") != fingerprint(o, config, n_train))
+    const json state = read_trainer_state(checkpoint);
+    if (state.at("schedule") != schedule)
       throw Error(checkpoint.string() + ": made with " + state.at("schedule").dump() + ", this run asks " +
-                  fingerprint(o, config, n_train).dump() + " (use another --out, or the same options)");
+                  schedule.dump() + " (use another --out, or the same options)");
+    config = draft::DraftConfig::load(checkpoint.string());
     tensors = read_named_tensors(checkpoint / "model.safetensors");
     std::fprintf(stderr, "resuming from %s\n", checkpoint.c_str());
   }
-  const json schedule = fingerprint(o, config, n_train);
   const std::unique_ptr<DrafterTrainModel> model = make_drafter_train_model(config, target, tensors);
   const DrafterTrainModel& drafter = *model;
   std::vector<torch::Tensor> params;

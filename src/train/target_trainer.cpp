@@ -39,6 +39,15 @@ json schedule_fingerprint(const TargetTrainOptions& o, int64_t n_windows) {
   return fingerprint;
 }
 
+// Whether a checkpoint holds a model of the shape a config asks for (a resumed run keeps training
+// the checkpoint's model, whatever --config says).
+bool same_shape(const model::ModelConfig& a, const model::ModelConfig& b) {
+  return a.arch == b.arch && a.vocab_size == b.vocab_size && a.hidden_size == b.hidden_size &&
+         a.intermediate_size == b.intermediate_size && a.n_layers == b.n_layers && a.n_heads == b.n_heads &&
+         a.n_kv_heads == b.n_kv_heads && a.head_dim == b.head_dim &&
+         a.max_position_embeddings == b.max_position_embeddings;
+}
+
 // Next-token loss summed over trained targets, and their count. The LM head runs on the trained
 // rows only: on chat data a third of the positions are prompt tokens, and the head plus the
 // softmax over the vocabulary are the largest single cost of a step.
@@ -108,6 +117,8 @@ void export_final_model(const model::Transformer& m, const TargetTrainOptions& o
 TargetTrainResult train_target(const TargetTrainOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
   if (o.seq_len < 2 || o.batch_size < 1) throw Error("--seq-len must be >= 2 and --batch >= 1");
+  // Before any work: the config exists and its positions hold a window.
+  model::ModelConfig::load(o.model_config.string()).check_positions(o.seq_len, "--seq-len");
   const tokenizer::Tokenizer tok = tokenizer::Tokenizer::load(o.tokenizer_dir / "tokenizer.json");
   std::fprintf(stderr, "tokenizing %s ...\n", o.corpus_dir.c_str());
   const TokenizedCorpus corpus = tokenize_corpus(tok, o.corpus_dir);
@@ -142,7 +153,10 @@ TargetTrainResult train_target(const TargetTrainOptions& o) {
     }
     write_json_file(checkpoint / "trainer_state.json", {{"step", 0}, {"schedule", fingerprint}});
   } else {
-    const json state = read_json_file(checkpoint / "trainer_state.json");
+    const json state = read_trainer_state(checkpoint);
+    if (!same_shape(model::ModelConfig::load(o.model_config.string()), model::ModelConfig::load(checkpoint.string())))
+      throw Error(checkpoint.string() + ": a model of another shape than " + o.model_config.string() +
+                  " (use another --out, or the same --config)");
     if (state.at("schedule") != fingerprint)
       throw Error(checkpoint.string() + ": made with " + state.at("schedule").dump() + ", this run asks " +
                   fingerprint.dump() + " (use another --out, or the same options)");
@@ -230,6 +244,7 @@ std::map<std::string, double> evaluate_target(const fs::path& model_dir, const f
   for_each_record(corpus_dir / "valid.jsonl",
                   [&](Record&& r) { corpus.valid[std::string(domain_name(r.domain))].append(tok, r); });
   const model::Transformer m = model::Transformer::load(model_dir.string(), {.weight_dtype = weight_dtype});
+  m.config().check_positions(seq_len, "--seq-len");
   return validation_loss(m, corpus.valid, seq_len, max_windows);
 }
 

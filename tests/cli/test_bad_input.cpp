@@ -219,5 +219,20 @@ TEST(BadInput, PromptGammaThresholdAndFileMistakes) {
                         {"untied-q8_0.gguf", "not quantized again"});
 }
 
+// Numeric options are checked where they are parsed: a zero batch size once crashed bench forward
+// (a segfault), a zero window eval loss (a floating-point exception), and a huge request count ran
+// profile out of memory.
+TEST(BadInput, NumericOptionsAreCheckedBeforeAnyWork) {
+  const std::string model = std::string(DSPARK_SOURCE_DIR) + "/models/tiny-target-8l";
+  expect_one_line_error(run_dspark("bench forward --model " + model + " --contexts 32 --batch-sizes 0"),
+                        {"--batch-sizes", "must be in [1, 4096]", "got 0"});
+  expect_one_line_error(run_dspark("eval loss --model " + model + " --corpus x --seq-len 0"), {"--seq-len", ">= 2"});
+  expect_one_line_error(run_dspark("profile --model " + model + " --max-requests 100000"), {"--max-requests"});
+  expect_one_line_error(run_dspark("train drafter --method dspark --data " + model + "/config.json --out y --lr nan"),
+                        {"--lr", "nan"});
+  expect_one_line_error(run_dspark("bench forward --model " + model + " --contexts 5000 --batch-sizes 1"),
+                        {"5001 positions", "max_position_embeddings"});
+}
+
 }  // namespace
 }  // namespace dspark

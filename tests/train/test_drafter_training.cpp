@@ -12,6 +12,7 @@
 #include "draft/eagle3_drafter.h"
 #include "engine/generate.h"
 #include "sampling/sampling.h"
+#include "expect_error.h"
 #include "test_util.h"
 #include "train/anchors.h"
 #include "train/drafter_trainer.h"
@@ -391,6 +392,17 @@ TEST(DrafterTrainer, ResumeReproducesTheNextStepsBitForBit) {
     EXPECT_EQ(test::read_text(dir / "straight/checkpoints/step-000008" / file),
               test::read_text(dir / "split/checkpoints/step-000008" / file))
         << file;
+  // Asked for another drafter (here another Markov rank), the resumed run refuses instead of
+  // training the checkpoint's drafter on.
+  split.max_steps = 12;
+  split.init.markov_rank = 4;
+  test::expect_error([&] { train::train_drafter(split); }, {"made with", "markov_rank"});
+  // A token id outside the target's vocabulary is named with its conversation, before any step
+  // (libtorch's embedding lookup once failed on it with a page of backtrace).
+  std::ofstream(dir / "data.jsonl", std::ios::app)
+      << nlohmann::json{{"id", "bad/0"}, {"domain", "chat"}, {"input_ids", {1, 2, 999999}}, {"loss_mask", {0, 1, 1}}}.dump()
+      << "\n";
+  test::expect_error([&] { train::train_drafter(options_for(dir, "bad")); }, {"data.jsonl", "bad/0", "999999"});
 }
 
 // Two epochs with the feature cache (the second reads the target's features back) write the

@@ -8,6 +8,7 @@
 
 #include "common/error.h"
 #include "model/config.h"
+#include "expect_error.h"
 #include "test_util.h"
 #include "train/target_trainer.h"
 #include "train/token_dataset.h"
@@ -178,14 +179,24 @@ TEST(TargetTrainer, ResumingWithOtherOptionsIsAnError) {
   train::TargetTrainOptions o = options_for(dir, "run");
   o.max_steps = 4;
   train::train_target(o);
-  o.batch_size = 8;
   o.max_steps = 8;
-  try {
-    train::train_target(o);
-    FAIL() << "resumed with another batch size";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("batch_size"), std::string::npos) << e.what();
-  }
+  train::TargetTrainOptions other_batch = o;
+  other_batch.batch_size = 8;
+  test::expect_error([&] { train::train_target(other_batch); }, {"batch_size"});
+  // A model of another shape: the checkpoint's would have kept training under the new --config.
+  nlohmann::json deeper = nlohmann::json::parse(test::read_text(dir / "config.json"));
+  deeper["num_hidden_layers"] = 3;
+  test::write_text(dir / "deeper.json", deeper.dump());
+  train::TargetTrainOptions other_shape = o;
+  other_shape.model_config = dir / "deeper.json";
+  test::expect_error([&] { train::train_target(other_shape); }, {"another shape", "deeper.json"});
+  // A window longer than the model's positions is refused before any work.
+  train::TargetTrainOptions too_long = o;
+  too_long.seq_len = 513;
+  test::expect_error([&] { train::train_target(too_long); }, {"--seq-len", "513", "max_position_embeddings"});
+  // A damaged trainer state names its file.
+  test::write_text(dir / "run/checkpoints/step-000004/trainer_state.json", "[]");
+  test::expect_error([&] { train::train_target(o); }, {"trainer_state.json", "not a trainer state"});
 }
 
 }  // namespace
