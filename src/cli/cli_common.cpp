@@ -6,6 +6,8 @@
 #include <functional>
 #include <sstream>
 
+#include <unistd.h>
+
 #include "common/error.h"
 #include "engine/request.h"
 #include "model/gguf.h"
@@ -196,6 +198,42 @@ CLI::Validator above(double min) {
 CLI::Validator between(double min, double max) {
   return numeric_check([min, max](double v) { return v >= min && v <= max; },
                        "in [" + number_text(min) + ", " + number_text(max) + "]");
+}
+
+namespace {
+
+// "" when `dir` exists as a writable directory or could be made inside the nearest one that does.
+std::string creatable_dir(const std::filesystem::path& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path p = fs::absolute(dir.empty() ? fs::path(".") : dir, ec);
+  while (!fs::exists(p, ec) && p.has_parent_path() && p != p.parent_path()) p = p.parent_path();
+  if (!fs::is_directory(p, ec)) return p.string() + " is not a directory";
+  if (::access(p.c_str(), W_OK) != 0) return p.string() + " is not writable";
+  return "";
+}
+
+}  // namespace
+
+CLI::Validator writable_file() {
+  return CLI::Validator(
+      [](std::string& path) -> std::string {
+        namespace fs = std::filesystem;
+        if (fs::is_directory(path)) return path + " is a directory";
+        const fs::path parent = fs::path(path).parent_path().empty() ? fs::path(".") : fs::path(path).parent_path();
+        if (!fs::is_directory(parent)) return "no directory " + parent.string() + " to write " + path + " in";
+        return creatable_dir(parent);
+      },
+      "FILE");
+}
+
+CLI::Validator writable_dir() {
+  return CLI::Validator(
+      [](std::string& path) -> std::string {
+        if (std::filesystem::exists(path) && !std::filesystem::is_directory(path)) return path + " is not a directory";
+        return creatable_dir(path);
+      },
+      "DIR");
 }
 
 std::vector<double> parse_numbers(const std::string& csv, const std::string& option) {

@@ -67,6 +67,12 @@ CLI::Validator at_least(double min);
 CLI::Validator above(double min);
 CLI::Validator between(double min, double max);
 
+// Checks for output paths written at the end of a long run, so a mistyped one fails before the
+// work: a file in an existing writable directory, not itself a directory; a directory that
+// exists as one, or can be made under a writable one.
+CLI::Validator writable_file();
+CLI::Validator writable_dir();
+
 // A comma-separated list of numbers, each checked by the caller; "--name: 'x' is not a number"
 // otherwise.
 std::vector<double> parse_numbers(const std::string& csv, const std::string& option);

@@ -96,12 +96,14 @@ void register_bench_accept(CLI::App& bench) {
       ->check(at_least(0));
   cmd->add_option("--seed", a->options.seed, "prompt i samples with seed + i")->capture_default_str();
   cmd->add_option("--thresholds", a->thresholds, "confidence thresholds to sweep for DSpark drafters, e.g. 0.1,0.2,...,0.9");
-  cmd->add_option("--plot-dir", a->plot_dir, "write accept_per_position.svg (and threshold_sweep.svg) here");
+  cmd->add_option("--plot-dir", a->plot_dir, "write accept_per_position.svg (and threshold_sweep.svg) here")
+      ->check(writable_dir());
   add_dtype_option(cmd, a->dtype, "target weights");
   add_draft_dtypes_option(cmd, a->draft_dtypes);
   add_kv_cache_dtype_option(cmd, a->kv_cache_dtype);
   cmd->add_flag("--json", a->json, "machine-readable output");
-  cmd->add_option("--json-out", a->json_out, "also write the JSON results to this file (with the Markdown on stdout)");
+  cmd->add_option("--json-out", a->json_out, "also write the JSON results to this file (with the Markdown on stdout)")
+      ->check(writable_file());
   cmd->callback([a] { run(*a); });
 }
 

@@ -251,8 +251,10 @@ void register_bench_serve(CLI::App& bench) {
       "--step-log", a->step_log, "write every engine step's measured and predicted time here (JSON lines)"));
   add_url_options(cmd, *a, in_process_only);
   cmd->add_option("--plot-dir", a->plot_dir,
-                  "write serve_throughput.svg and serve_budget.svg here (with --url also serve_latency.svg)");
-  cmd->add_option("--json-out", a->json_out, "also write the JSON table to this file");
+                  "write serve_throughput.svg and serve_budget.svg here (with --url also serve_latency.svg)")
+      ->check(writable_dir());
+  cmd->add_option("--json-out", a->json_out, "also write the JSON table to this file")
+      ->check(writable_file());
   cmd->add_flag("--json", a->json, "print JSON instead of Markdown");
   cmd->callback([a] { a->endpoint.url.empty() ? run_bench_serve(*a) : run_bench_serve_url(*a); });
 }

@@ -144,7 +144,8 @@ void register_bench_speedup(CLI::App& bench) {
   add_draft_dtypes_option(cmd, a->draft_dtypes);
   add_kv_cache_dtype_option(cmd, a->kv_cache_dtype);
   cmd->add_flag("--json", a->json, "machine-readable output");
-  cmd->add_option("--json-out", a->json_out, "also write the JSON results to this file (with the Markdown on stdout)");
+  cmd->add_option("--json-out", a->json_out, "also write the JSON results to this file (with the Markdown on stdout)")
+      ->check(writable_file());
   cmd->callback([a] { run(*a); });
 }
 

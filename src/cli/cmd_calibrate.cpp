@@ -119,7 +119,8 @@ void register_calibrate(CLI::App& app) {
   cmd->add_option("--max-tokens", a->options.max_tokens, "new tokens per prompt")->capture_default_str()
       ->check(at_least(1));
   cmd->add_option("--seed", a->options.seed, "prompt i samples with seed + i")->capture_default_str();
-  cmd->add_option("--plot", a->plot, "write the reliability diagrams to this SVG file");
+  cmd->add_option("--plot", a->plot, "write the reliability diagrams to this SVG file")
+      ->check(writable_file());
   add_dtype_option(cmd, a->dtype, "target weights");
   add_draft_dtype_option(cmd, a->draft_dtype);
   cmd->add_flag("--dry-run", a->dry_run, "report only; do not write sts.json");

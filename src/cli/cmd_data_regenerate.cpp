@@ -40,7 +40,8 @@ void register_data_regenerate(CLI::App& data) {
       "regenerate", "the target writes the answers of the training conversations (drafter training data)");
   cmd->add_option("--target", args->target_dir, "target model directory (default: the shipped default model)");
   cmd->add_option("--corpus", args->corpus_dir, "corpus directory of `dspark data corpus` (its train.jsonl is used)")->required();
-  cmd->add_option("--out", args->out_file, "output JSONL, appended; conversations already in it are skipped")->required();
+  cmd->add_option("--out", args->out_file, "output JSONL, appended; conversations already in it are skipped")->required()
+      ->check(writable_file());
   cmd->add_option("--temperature", o.sampling.temperature, "sampling temperature (DeepSpec's Qwen3 recipe: 0.7)");
   cmd->add_option("--top-p", o.sampling.top_p, "top-p (0.8)");
   cmd->add_option("--top-k", o.sampling.top_k, "top-k (20)");

@@ -44,7 +44,8 @@ void register_logits(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("logits", "write the logits of every position as raw little-endian f32 [n, vocab]");
   cmd->add_option("--model", args->model_dir, "model directory (config.json + safetensors) or a .gguf file")->required();
   cmd->add_option("--ids", args->ids, "comma-separated token ids")->required();
-  cmd->add_option("--out", args->out, "output file")->required();
+  cmd->add_option("--out", args->out, "output file")->required()
+      ->check(writable_file());
   add_dtype_option(cmd, args->dtype);
   add_kv_cache_dtype_option(cmd, args->kv_cache_dtype);
   cmd->callback([args] { run_logits(*args); });

@@ -2,6 +2,7 @@
 // dspark model quantize: a checkpoint written as a GGUF file (gguf_export.h).
 #include <filesystem>
 
+#include "cli/cli_common.h"
 #include "cli/commands.h"
 #include "common/error.h"
 #include "draft/draft_init.h"
@@ -87,7 +88,8 @@ void register_model(CLI::App& app) {
   CLI::App* quantize = model_cmd->add_subcommand("quantize", "write a checkpoint as a GGUF file (llama.cpp's format)");
   quantize->add_option("--model", q->model_dir, "model directory (config.json, *.safetensors, tokenizer.json)")->required();
   quantize->add_option("--type", q->type, "q8_0 | q4_0 | f16 | bf16 | f32 (type of every matrix; norms stay f32)")->required();
-  quantize->add_option("--out", q->out_path, "output .gguf file")->required();
+  quantize->add_option("--out", q->out_path, "output .gguf file")->required()
+      ->check(writable_file());
   quantize->callback([q] { run_quantize(*q); });
 
   auto d = std::make_shared<InitDrafterArgs>();

@@ -77,7 +77,8 @@ void register_profile(CLI::App& app) {
       ->check(at_least(1));
   cmd->add_option("--committed", a->options.committed,
                   "tokens each request commits before a timed drafting call (default: (gamma + 1) / 2)");
-  cmd->add_option("--out", a->out, "write here instead of the cache directory");
+  cmd->add_option("--out", a->out, "write here instead of the cache directory")
+      ->check(writable_file());
   cmd->add_flag("--json", a->json, "print the profile as JSON");
   cmd->callback([a] { run_profile(*a); });
 }
