@@ -10,6 +10,7 @@
 //                                files and generation_config.json: ready for `dspark generate`
 //   <out>/log.jsonl              one line per logged step and per validation
 #pragma once
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -49,7 +50,8 @@ struct TargetTrainOptions {
 
 struct TargetTrainResult {
   int64_t steps = 0;           // total steps done (including those before a resume)
-  double last_loss = 0;        // training loss of the last step
+  double last_loss = NAN;      // training loss of the last step this invocation ran (NaN: none ran,
+                               // e.g. a rerun of a finished run; printed as null)
   std::map<std::string, double> valid_loss;  // per domain, at the end
   double seconds = 0;          // wall time of this invocation
   std::filesystem::path final_model_dir;
