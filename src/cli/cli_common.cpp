@@ -158,6 +158,18 @@ int64_t resolve_gamma(const std::optional<int64_t>& flag, const draft::Drafter& 
   return gamma;
 }
 
+std::optional<double> parse_number(const std::string& text) {
+  size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &used);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  if (used != text.size()) return std::nullopt;
+  return v;
+}
+
 namespace {
 
 std::string number_text(double v) {
@@ -171,15 +183,9 @@ std::string number_text(double v) {
 CLI::Validator numeric_check(std::function<bool(double)> ok, const std::string& wants) {
   return CLI::Validator(
       [ok, wants](std::string& text) -> std::string {
-        size_t used = 0;
-        double v = 0;
-        try {
-          v = std::stod(text, &used);
-        } catch (const std::exception&) {
-          used = 0;
-        }
-        if (used != text.size() || text.empty()) return "'" + text + "' is not a number";
-        if (!std::isfinite(v) || !ok(v)) return "must be " + wants + ", got " + text;
+        const std::optional<double> v = parse_number(text);
+        if (!v) return "'" + text + "' is not a number";
+        if (!std::isfinite(*v) || !ok(*v)) return "must be " + wants + ", got " + text;
         return "";
       },
       wants);
@@ -239,16 +245,9 @@ CLI::Validator writable_dir() {
 std::vector<double> parse_numbers(const std::string& csv, const std::string& option) {
   std::vector<double> values;
   for (const std::string& item : split_csv(csv)) {
-    size_t used = 0;
-    double v = 0;
-    try {
-      v = std::stod(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != item.size() || item.empty() || !std::isfinite(v))
-      throw Error(option + ": '" + item + "' is not a number");
-    values.push_back(v);
+    const std::optional<double> v = parse_number(item);
+    if (!v || !std::isfinite(*v)) throw Error(option + ": '" + item + "' is not a number");
+    values.push_back(*v);
   }
   return values;
 }

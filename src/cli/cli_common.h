@@ -73,6 +73,9 @@ CLI::Validator between(double min, double max);
 CLI::Validator writable_file();
 CLI::Validator writable_dir();
 
+// The whole of `text` as a number (stod's syntax, "inf" and "nan" included); nullopt otherwise.
+std::optional<double> parse_number(const std::string& text);
+
 // A comma-separated list of numbers, each checked by the caller; "--name: 'x' is not a number"
 // otherwise.
 std::vector<double> parse_numbers(const std::string& csv, const std::string& option);

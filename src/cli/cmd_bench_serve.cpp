@@ -127,15 +127,9 @@ void run_bench_serve(const BenchServeArgs& a) {
 std::vector<double> parse_rates(const std::string& csv) {
   std::vector<double> rates;
   for (const std::string& item : split_csv(csv)) {
-    size_t used = 0;
-    double rate = 0;
-    try {
-      rate = std::stod(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != item.size() || !(rate > 0)) throw Error("--request-rate: '" + item + "' is not a rate > 0 or inf");
-    rates.push_back(rate);
+    const std::optional<double> rate = parse_number(item);
+    if (!rate || !(*rate > 0)) throw Error("--request-rate: '" + item + "' is not a rate > 0 or inf");
+    rates.push_back(*rate);
   }
   if (rates.empty()) throw Error("--request-rate: no rate given");
   return rates;

@@ -29,16 +29,9 @@ struct BenchSpeedupArgs {
 };
 
 std::vector<double> parse_temperatures(const std::string& csv) {
-  std::vector<double> out;
-  for (const std::string& t : split_csv(csv)) {
-    double v = -1;
-    try {
-      v = std::stod(t);
-    } catch (const std::exception&) {
-    }
-    if (!(v >= 0)) throw Error("--temperatures: '" + t + "' is not a temperature >= 0");
-    out.push_back(v);
-  }
+  const std::vector<double> out = parse_numbers(csv, "--temperatures");
+  for (double t : out)
+    if (t < 0) throw Error("--temperatures: " + std::to_string(t) + " is not a temperature >= 0");
   if (out.empty()) throw Error("--temperatures: give at least one");
   return out;
 }
