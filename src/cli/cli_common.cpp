@@ -87,10 +87,10 @@ std::string draft_dtype_label(const std::string& label, const std::string& dtype
   return dtype_name == "auto" ? label : label + " (" + dtype_name + ")";
 }
 
-model::KvCacheDType parse_kv_cache_dtype(const std::string& name) {
+model::KvCacheDType parse_kv_cache_dtype(const std::string& name, const std::string& flag) {
   for (model::KvCacheDType dtype : {model::KvCacheDType::kF32, model::KvCacheDType::kBF16})
     if (name == model::kv_cache_dtype_name(dtype)) return dtype;
-  throw Error("--kv-cache-dtype: expected f32 or bf16, got '" + name + "'");
+  throw Error(flag + ": expected f32 or bf16, got '" + name + "'");
 }
 
 CLI::Option* add_kv_cache_dtype_option(CLI::App* cmd, std::string& dtype) {

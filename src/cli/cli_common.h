@@ -42,7 +42,7 @@ CLI::Option* add_draft_dtypes_option(CLI::App* cmd, std::string& dtypes);
 // by the entry unless it is "auto".
 std::string draft_dtype_label(const std::string& label, const std::string& dtype_name);
 // "f32" | "bf16" -> KV cache dtype; throws dspark::Error otherwise.
-model::KvCacheDType parse_kv_cache_dtype(const std::string& name);
+model::KvCacheDType parse_kv_cache_dtype(const std::string& name, const std::string& flag = "--kv-cache-dtype");
 // --kv-cache-dtype into `dtype` (default "f32"): the element type of the target's KV cache.
 CLI::Option* add_kv_cache_dtype_option(CLI::App* cmd, std::string& dtype);
 // The shipped default model (models/default in the source tree), or an error saying to pass --model.

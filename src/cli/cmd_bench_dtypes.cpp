@@ -77,9 +77,9 @@ void print_table(const bench::DtypeBenchResult& r, const bench::DtypeBenchOption
 
 void run(BenchDtypesArgs& args) {
   args.options.kv_cache_dtypes.clear();
-  for (const std::string& name : args.kv_cache_dtypes) args.options.kv_cache_dtypes.push_back(parse_kv_cache_dtype(name));
+  for (const std::string& name : args.kv_cache_dtypes) args.options.kv_cache_dtypes.push_back(parse_kv_cache_dtype(name, "--kv-cache-dtypes"));
   args.options.dtypes.clear();
-  for (const std::string& name : args.dtypes) args.options.dtypes.push_back(parse_weight_dtype(name));
+  for (const std::string& name : args.dtypes) args.options.dtypes.push_back(parse_weight_dtype(name, "--dtypes"));
   auto progress = [](const std::string& what) { std::fprintf(stderr, "bench dtypes: %s\n", what.c_str()); };
   const bench::DtypeBenchResult result = bench::run_dtype_bench(args.model_path, args.options, progress);
   if (args.json) std::cout << to_json(result, args.options).dump(2) << "\n";

@@ -217,6 +217,9 @@ TEST(BadInput, PromptGammaThresholdAndFileMistakes) {
   const std::string gguf = test::fixture("gguf-tiny/untied-q8_0.gguf").string();
   expect_one_line_error(run_dspark("model quantize --model " + gguf + " --type q4_0 --out " + dir.file("q.gguf")),
                         {"untied-q8_0.gguf", "not quantized again"});
+  expect_one_line_error(run_dspark(generate + "--prompt hi --draft " + model + "-dspark --method dsprak"),
+                        {"'dsprak'", "ngram"});
+  expect_one_line_error(run_dspark("bench dtypes --model " + model + " --dtypes q9"), {"--dtypes", "'q9'"});
   // Outputs written at the end of a long run are checked before it.
   expect_one_line_error(run_dspark("profile --model " + model + " --out " + dir.str()), {"--out", "is a directory"});
   expect_one_line_error(run_dspark("bench accept --target " + model + " --draft " + model + "-dspark --prompts x --json-out " +
