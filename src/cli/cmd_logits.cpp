@@ -18,11 +18,6 @@ void run_logits(const LogitsArgs& args) {
   torch::NoGradGuard no_grad;
   const std::vector<int64_t> ids = parse_ids(args.ids, "--ids");
   model::Transformer model = model::Transformer::load(args.model_dir, {parse_weight_dtype(args.dtype), parse_kv_cache_dtype(args.kv_cache_dtype)});
-  model.config().check_positions(static_cast<int64_t>(ids.size()), "--ids");
-  const int64_t vocab = model.config().vocab_size;
-  for (int64_t id : ids)
-    if (id < 0 || id >= vocab)
-      throw Error("--ids: token id " + std::to_string(id) + " is out of range [0, " + std::to_string(vocab) + ")");
   model::KvCache cache = model.make_cache(1, static_cast<int64_t>(ids.size()));
   model::ForwardBatch batch;
   batch.token_ids = ids;

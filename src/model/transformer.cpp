@@ -552,6 +552,7 @@ void Transformer::check_batch(const KvCache& cache, const ForwardBatch& batch) c
   for (const SeqChunk& seq : batch.seqs) {
     if (seq.n_new < 1) throw Error("forward: every sequence needs at least one new token");
     cache.check_room(seq.slot, seq.n_new);
+    c.check_positions(cache.length(seq.slot) + seq.n_new, "forward");
     // Both chunks would be written at the slot's next positions, the second over the first.
     if (std::find(slots.begin(), slots.end(), seq.slot) != slots.end())
       throw Error("forward: slot " + std::to_string(seq.slot) + " appears twice in one batch");

@@ -118,7 +118,8 @@ TargetTrainResult train_target(const TargetTrainOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
   if (o.seq_len < 2 || o.batch_size < 1) throw Error("--seq-len must be >= 2 and --batch >= 1");
   // Before any work: the config exists and its positions hold a window.
-  model::ModelConfig::load(o.model_config.string()).check_positions(o.seq_len, "--seq-len");
+  const model::ModelConfig requested = model::ModelConfig::load(o.model_config.string());
+  requested.check_positions(o.seq_len, "--seq-len");
   const tokenizer::Tokenizer tok = tokenizer::Tokenizer::load(o.tokenizer_dir / "tokenizer.json");
   std::fprintf(stderr, "tokenizing %s ...\n", o.corpus_dir.c_str());
   const TokenizedCorpus corpus = tokenize_corpus(tok, o.corpus_dir);
@@ -137,7 +138,7 @@ TargetTrainResult train_target(const TargetTrainOptions& o) {
   int64_t start_step = 0;
   fs::path checkpoint = o.resume ? newest_checkpoint(o.out_dir, start_step) : fs::path();
   if (checkpoint.empty()) {
-    model::ModelConfig config = model::ModelConfig::load(o.model_config.string());
+    model::ModelConfig config = requested;
     if (config.vocab_size < tok.vocab_size())
       throw Error(o.model_config.string() + ": vocab_size " + std::to_string(config.vocab_size) +
                   " is smaller than the tokenizer's " + std::to_string(tok.vocab_size()));
@@ -154,7 +155,7 @@ TargetTrainResult train_target(const TargetTrainOptions& o) {
     write_json_file(checkpoint / "trainer_state.json", {{"step", 0}, {"schedule", fingerprint}});
   } else {
     const json state = read_trainer_state(checkpoint);
-    if (!same_shape(model::ModelConfig::load(o.model_config.string()), model::ModelConfig::load(checkpoint.string())))
+    if (!same_shape(requested, model::ModelConfig::load(checkpoint.string())))
       throw Error(checkpoint.string() + ": a model of another shape than " + o.model_config.string() +
                   " (use another --out, or the same --config)");
     if (state.at("schedule") != fingerprint)
