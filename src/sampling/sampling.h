@@ -51,7 +51,8 @@ at::Tensor sampling_probs_tensor_ops(const at::Tensor& logits, const SamplingPar
 // Zero-probability tokens are never returned.
 int64_t sample_from_probs(const float* probs, int64_t n_vocab, Rng& rng);
 
-// Greedy helper over one row of logits / probs: the first index of the maximum.
+// Greedy helper over one row of logits / probs: the first index of the largest value, NaNs
+// skipped. Throws Error when no value is above -inf (a row of NaNs from a broken model).
 int64_t argmax(const float* values, int64_t n);
 
 }  // namespace dspark::sampling
