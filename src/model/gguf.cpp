@@ -86,7 +86,17 @@ class GgufParser {
       f_.fail("tensor data would start at byte " + std::to_string(data_offset) + ", past the end of the file (" +
               std::to_string(size_) + " bytes)");
     f_.data_offset_ = data_offset;
-    for (GgufTensorInfo& t : f_.tensors_) place(t);
+    // As llama.cpp's reader requires: each tensor's data follows the one before it (in the order
+    // of the tensor infos), padded to the alignment. Anything else overlaps tensors (two
+    // weights reading the same bytes) or leaves gaps no writer makes.
+    uint64_t expected = 0;
+    for (GgufTensorInfo& t : f_.tensors_) {
+      place(t);
+      if (t.offset != expected)
+        f_.fail("tensor '" + one_line(t.name) + "' data starts at offset " + std::to_string(t.offset) + ", expected " +
+                std::to_string(expected) + " (right after the tensor before it): overlapping or gapped tensor data");
+      expected += (t.n_bytes + f_.alignment_ - 1) / f_.alignment_ * f_.alignment_;
+    }
   }
 
  private:

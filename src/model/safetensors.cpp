@@ -134,14 +134,16 @@ class ArchiveBuilder {
     const uint64_t data_size = mapping->file->size() - data_start;
 
     bool first_file = a_.mappings_.empty();
+    std::vector<std::pair<std::pair<uint64_t, uint64_t>, std::string>> ranges;  // ([begin, end), tensor)
     for (auto& [name, entry] : header.items()) {
       if (name == "__metadata__") {
         auto meta = parse_metadata(path, entry);
         if (first_file) a_.metadata_ = std::move(meta);
         continue;
       }
-      add_tensor(path, name, entry, base + data_start, data_start, data_size);
+      ranges.push_back({add_tensor(path, name, entry, base + data_start, data_start, data_size), name});
     }
+    check_contiguous(path, std::move(ranges), data_size);
     a_.mappings_.push_back(std::move(mapping));
   }
 
@@ -182,8 +184,27 @@ class ArchiveBuilder {
     return out;
   }
 
-  void add_tensor(const std::string& path, const std::string& name, const json& entry,
-                  const uint8_t* data_base, uint64_t data_start, uint64_t data_size) {
+  // As the reference reader requires: the tensors' byte ranges, in offset order, tile the data
+  // section exactly. Overlapping ranges would give two weights the same bytes.
+  static void check_contiguous(const std::string& path,
+                               std::vector<std::pair<std::pair<uint64_t, uint64_t>, std::string>> ranges,
+                               uint64_t data_size) {
+    std::sort(ranges.begin(), ranges.end());
+    uint64_t expected = 0;
+    for (const auto& [range, name] : ranges) {
+      if (range.first != expected)
+        fail(path, "tensor " + quote(name) + " data_offsets begin at " + std::to_string(range.first) + ", expected " +
+                       std::to_string(expected) + " (right after the tensor before it): overlapping or gapped tensor data");
+      expected = range.second;
+    }
+    if (expected != data_size)
+      fail(path, "the tensors hold " + std::to_string(expected) + " data bytes, but the file has " +
+                     std::to_string(data_size) + " after its header");
+  }
+
+  // Validates one header entry and adds the tensor; returns its [begin, end) in the data section.
+  std::pair<uint64_t, uint64_t> add_tensor(const std::string& path, const std::string& name, const json& entry,
+                                           const uint8_t* data_base, uint64_t data_start, uint64_t data_size) {
     const std::string what = "tensor " + quote(name);
     if (!entry.is_object()) fail(path, what + ": header entry is not a JSON object");
     auto dt = entry.find("dtype");
@@ -221,11 +242,12 @@ class ArchiveBuilder {
     check_unique(path, name);
     if (!info->dtype) {
       a_.unsupported_[name] = {dtype_str, path};
-      return;
+      return {begin, end};
     }
     TensorView view{name, *info->dtype, std::move(shape), data_base + begin,
                     static_cast<size_t>(need), path};
     a_.tensors_.emplace(name, std::move(view));
+    return {begin, end};
   }
 
   static std::vector<int64_t> parse_shape(const std::string& path, const std::string& what,
@@ -289,6 +311,12 @@ void load_index(const std::string& index_path, ArchiveBuilder& builder,
   for (auto& [name, file] : wm->items()) {
     if (!file.is_string() || file.get<std::string>().empty())
       fail(index_path, "weight_map entry for tensor " + quote(name) + " is not a file name");
+    // Shards live beside the index (Hugging Face writes bare names): an absolute path or a '..'
+    // would read any file on the machine as weights.
+    const fs::path shard_name(file.get<std::string>());
+    if (shard_name.is_absolute() || std::any_of(shard_name.begin(), shard_name.end(), [](const fs::path& p) { return p == ".."; }))
+      fail(index_path, "weight_map entry for tensor " + quote(name) + " names " + quote(file.get<std::string>()) +
+                           ", outside the model directory");
     shard_of[name] = file.get<std::string>();
     shards.insert(file.get<std::string>());
   }

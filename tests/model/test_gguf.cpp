@@ -128,6 +128,23 @@ TEST_F(GgufErrors, EachKindOfBadFileIsOneLineNamingFileAndProblem) {
   expect_error([&] { GgufFile::open(dir_.file("absent.gguf")); }, {"absent.gguf", "cannot open"});
 }
 
+// Tensor data must follow in the order of the tensor infos, as llama.cpp's reader requires: a
+// second tensor pointed at the first one's bytes (two weights sharing data) is refused.
+TEST_F(GgufErrors, OverlappingTensorDataIsRefused) {
+  const std::string path = dir_.file("two.gguf");
+  const auto zeros = [](std::vector<uint8_t>& out) { out.assign(32, 0); };
+  write_gguf(path, {}, {{"a", GgmlType::kF32, {8}, zeros}, {"b", GgmlType::kF32, {8}, zeros}});
+  ASSERT_NO_THROW(GgufFile::open(path));
+  std::string overlap = bytes_of(path);
+  // Tensor b's info starts after a's 33 bytes (name 8 + 1, n_dims 4, ne 8, type 4, offset 8); its
+  // offset field (32) is its last 8 bytes.
+  constexpr size_t kSecondOffsetField = kOffsetField + 33;
+  ASSERT_EQ(overlap[kSecondOffsetField], 32);
+  overlap[kSecondOffsetField] = 0;
+  expect_error([&] { GgufFile::open(write("overlap.gguf", overlap)); },
+               {"overlap.gguf", "tensor 'b'", "offset 0, expected 32", "overlapping"});
+}
+
 TEST_F(GgufErrors, UnsupportedTensorTypeIsNamedWhenRead) {
   const std::string path = dir_.file("q5_0.gguf");
   GgufTensorToWrite t{"w", GgmlType::kQ5_0, {32, 2}, [](std::vector<uint8_t>& out) { out.assign(44, 0); }};

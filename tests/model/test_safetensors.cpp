@@ -377,6 +377,14 @@ TEST(Safetensors, MalformedFilesAreRejected) {
        {"tensor 't' data range", "exceeds file size"}},
       {"duplicate name", raw_file("{" + ok_entry + "," + ok_entry + "}", 16),
        {"header lists tensor 't' twice"}},
+      // The byte ranges must tile the data section, as the reference reader requires.
+      {"overlapping tensors",
+       raw_file(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"b":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", 4),
+       {"tensor 'b' data_offsets begin at 0, expected 4", "overlapping"}},
+      {"gap before a tensor", raw_file(R"({"t":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", 8),
+       {"tensor 't' data_offsets begin at 4, expected 0"}},
+      {"bytes after the tensors", raw_file(R"({"t":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", 8),
+       {"the tensors hold 4 data bytes, but the file has 8"}},
       {"metadata not object", raw_file(R"({"__metadata__":[1]})", 0), {"__metadata__ is not a JSON object"}},
       {"metadata not strings", raw_file(R"({"__metadata__":{"format":1}})", 0),
        {"__metadata__ value for 'format' is not a string"}},
@@ -482,6 +490,11 @@ TEST(Safetensors, ShardedSetErrors) {
   expect_error([&] { SafetensorsArchive::open(dir); }, {index, "tensor 'b' is not a file name"});
   write_text(index, "[]");
   expect_error([&] { SafetensorsArchive::open(index); }, {index, "not a JSON object"});
+  // Shards are files beside the index, never elsewhere on the machine.
+  write_text(index, R"({"weight_map":{"b":"/etc/passwd"}})");
+  expect_error([&] { SafetensorsArchive::open(dir); }, {index, "'/etc/passwd'", "outside the model directory"});
+  write_text(index, R"({"weight_map":{"b":"../s1.safetensors"}})");
+  expect_error([&] { SafetensorsArchive::open(dir); }, {index, "outside the model directory"});
 
   // A corrupt shard is reported under its own name.
   write_text(tmp.file("s3.safetensors"), "xy");
