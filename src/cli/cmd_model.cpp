@@ -67,6 +67,11 @@ void run_quantize(const QuantizeArgs& args) {
   if (!std::filesystem::is_directory(args.model_dir))
     throw Error(args.model_dir + ": --model must be a Hugging Face model directory (config.json, *.safetensors); "
                 "a GGUF file is not quantized again");
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(args.model_dir))
+    if (std::filesystem::equivalent(entry.path(), args.out_path, ec))
+      throw Error("--out " + args.out_path + " is " + entry.path().filename().string() +
+                  " of the checkpoint being read; write the GGUF file elsewhere");
   model::export_gguf(args.model_dir, *type, args.out_path);
 }
 
@@ -79,7 +84,7 @@ void register_model(CLI::App& app) {
   CLI::App* init = model_cmd->add_subcommand("init", "write a random-weight checkpoint in Hugging Face layout");
   init->add_option("--config", args->config_path, "config.json to instantiate")->required();
   init->add_option("--out", args->out_dir, "output directory")->required();
-  init->add_option("--seed", args->seed, "random seed");
+  init->add_option("--seed", args->seed, "random seed")->check(at_least(0));
   init->add_option("--max-shard-mb", args->max_shard_mb, "write sharded safetensors of at most this many MB");
   init->add_option("--tokenizer", args->tokenizer, "tokenizer.json (or its directory) to copy beside the weights");
   init->callback([args] { run_init(*args); });
@@ -97,7 +102,7 @@ void register_model(CLI::App& app) {
   init_drafter->add_option("--target", d->target_dir, "target model directory")->required();
   init_drafter->add_option("--method", d->method, "dspark | dflash | eagle3")->capture_default_str();
   init_drafter->add_option("--out", d->out_dir, "output directory")->required();
-  init_drafter->add_option("--seed", d->seed, "random seed");
+  init_drafter->add_option("--seed", d->seed, "random seed")->check(at_least(0));
   init_drafter->add_option("--layers", d->layers, "draft layers (default: 1 for eagle3; 5 on targets of 24+ layers, else 2)");
   init_drafter->add_option("--block-size", d->block_size, "DSpark/DFlash block size (drafts per round)")->capture_default_str();
   init_drafter->add_option("--markov-rank", d->markov_rank, "DSpark Markov head rank (default: min(256, hidden / 8))");

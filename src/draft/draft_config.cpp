@@ -129,6 +129,11 @@ void DraftConfig::check_target(const model::ModelConfig& target, const std::stri
   if (num_target_layers != target.n_layers)
     fail(source, "made for a target of " + std::to_string(num_target_layers) + " layers; this target has " +
                      std::to_string(target.n_layers));
+  // A block takes block_size positions after its anchor: one longer than the target's context
+  // could never be placed, and sizing buffers for it once took all the machine's memory.
+  if (target.max_position_embeddings > 0 && block_size >= target.max_position_embeddings)
+    fail(source, "block_size " + std::to_string(block_size) + " does not fit the target's max_position_embeddings (" +
+                     std::to_string(target.max_position_embeddings) + ")");
 }
 
 std::vector<int64_t> default_target_layer_ids(int64_t n_layers, int64_t n_features) {

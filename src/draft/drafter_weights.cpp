@@ -96,7 +96,10 @@ torch::Tensor DrafterWeights::embed() const {
 }
 
 torch::Tensor DrafterWeights::lm_head() const {
-  return shared_or_stored(archive_, "lm_head.weight", target_.lm_head_weight(), dir_, quantized_tolerance(target_));
+  // In the drafter's matrix dtype like its other matrices: DeepSpec's bf16 copy stays bf16 at
+  // auto, and an f32 drafter (--draft-dtype f32) takes f32 products through its LM head too.
+  return shared_or_stored(archive_, "lm_head.weight", target_.lm_head_weight(), dir_, quantized_tolerance(target_))
+      .to(matrix_dtype_);
 }
 
 }  // namespace dspark::draft

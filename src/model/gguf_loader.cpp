@@ -163,10 +163,25 @@ WeightDType gguf_weight_dtype(const GgufFile& f) {
   return dtypes.empty() ? WeightDType::kBF16 : common_weight_dtype(dtypes);
 }
 
+// --dtype q8_0 on a Q4_0 file, or q4_0 on a Q8_0 file, would round weights already rounded to
+// one block format into the other, silently adding the second format's error to the first (q8_0
+// to q4_0 moved llama.cpp's reference logits by 3): refused, as llama-quantize refuses to
+// requantize unless asked. K-quant matrices, which run nowhere natively, may be requantized.
+void refuse_requantizing(const GgufFile& f, WeightDType requested) {
+  if (requested != WeightDType::kQ8_0 && requested != WeightDType::kQ4_0) return;
+  const GgmlType other = requested == WeightDType::kQ8_0 ? GgmlType::kQ4_0 : GgmlType::kQ8_0;
+  for (const GgufTensorInfo& info : f.tensors())
+    if (info.ne.size() == 2 && info.type == other)
+      throw Error(f.path() + ": tensor '" + info.name + "' is already " + ggml_type_info(static_cast<uint32_t>(other))->name +
+                  "; --dtype " + weight_dtype_name(requested) +
+                  " would quantize it again (use --dtype auto, or quantize the original checkpoint)");
+}
+
 }  // namespace
 
 void Transformer::load_gguf_weights(const GgufFile& f) {
   const ModelConfig& c = config_;
+  refuse_requantizing(f, weight_dtype_);
   if (weight_dtype_ == WeightDType::kAuto) weight_dtype_ = gguf_weight_dtype(f);
   const torch::ScalarType dtype = weight_scalar_type(weight_dtype_);
   // Quantized loads keep the file's blocks where they are of the type asked for (no second

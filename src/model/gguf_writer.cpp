@@ -1,5 +1,8 @@
 #include "model/gguf_writer.h"
 
+#include <unistd.h>
+
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 
@@ -128,8 +131,20 @@ void write_gguf(const std::string& path, const std::vector<std::pair<std::string
   }
   header.pad_to(alignment);
 
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  // Written beside the destination and renamed over it once complete: an interrupted run never
+  // leaves a truncated file under the real name, and a destination that is one of the inputs
+  // (mapped while the tensors stream out) is replaced only after they have been read, where
+  // truncating it first killed the process with SIGBUS and destroyed the checkpoint.
+  const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
+  std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
   if (!out) throw Error(path + ": cannot open for writing");
+  struct RemoveUnlessRenamed {
+    const std::string& file;
+    bool renamed = false;
+    ~RemoveUnlessRenamed() {
+      if (!renamed) std::remove(file.c_str());
+    }
+  } cleanup{tmp};
   auto write = [&](const std::vector<uint8_t>& bytes) {
     out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
     if (!out) throw Error(path + ": write failed");
@@ -147,6 +162,8 @@ void write_gguf(const std::string& path, const std::vector<std::pair<std::string
   }
   out.close();
   if (!out) throw Error(path + ": write failed");
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) throw Error(path + ": cannot rename " + tmp + " into place");
+  cleanup.renamed = true;
 }
 
 }  // namespace dspark::model

@@ -93,6 +93,24 @@ TEST_P(DeepSpecConformance, DraftCallMatchesReference) {
   }
 }
 
+// --draft-dtype f32 is f32 throughout, the LM head included: with the default bf16 math (which
+// applies to bf16 matrices only) the draft call meets the exact tolerances. The LM head once stayed
+// DeepSpec's bf16 copy and took bf16 dot products, 0.005-0.019 off the reference's Z.
+TEST_P(DeepSpecConformance, F32DrafterIsF32ThroughItsLmHead) {
+  torch::NoGradGuard no_grad;
+  const std::string method = GetParam();
+  Fixture f;
+  auto drafter = draft::DSparkDrafter::load((kFixture / method).string(), f.target,
+                                            {.max_slots = 1, .capacity = 64, .weight_dtype = model::WeightDType::kF32});
+  for (int c = 0; c < 4; ++c) {
+    SCOPED_TRACE(method + " case " + std::to_string(c));
+    const std::string stem = "case" + std::to_string(c);
+    const json expected = read_json(kFixture / "expected" / method / (stem + ".json"));
+    const DraftCall call = draft_case(f, *drafter, expected["prompt_ids"].get<std::vector<int64_t>>());
+    EXPECT_LT(max_abs_diff(call.block.logits, test::read_f32(kFixture / "expected" / method / (stem + ".z.f32"))), 1e-3);
+  }
+}
+
 TEST_P(DeepSpecConformance, GreedySpeculativeRunMatchesReference) {
   torch::NoGradGuard no_grad;
   const std::string method = GetParam();

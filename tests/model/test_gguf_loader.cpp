@@ -171,6 +171,18 @@ TEST(GgufLoader, AutoKeepsQuantizedFilesNative) {
   }
 }
 
+// Asked for the other block format, a Q8_0 / Q4_0 file is refused rather than rounded twice
+// (q8_0 to q4_0 moved llama.cpp's logits by 3, silently); a K-quant file may be requantized, as
+// its blocks run nowhere natively.
+TEST(GgufLoader, RefusesToRequantizeBetweenQ8_0AndQ4_0) {
+  test::expect_error([] { Transformer::load(test::gguf_fixture("untied-q8_0.gguf").string(), {WeightDType::kQ4_0}); },
+                     {"untied-q8_0.gguf", "already Q8_0", "--dtype q4_0", "quantize it again"});
+  test::expect_error([] { Transformer::load(test::gguf_fixture("k256-q4_0.gguf").string(), {WeightDType::kQ8_0}); },
+                     {"k256-q4_0.gguf", "already Q4_0", "--dtype q8_0"});
+  EXPECT_EQ(Transformer::load(test::gguf_fixture("k256-q4_k_m.gguf").string(), {WeightDType::kQ8_0}).weight_dtype(),
+            WeightDType::kQ8_0);
+}
+
 // The hyper-parameters from the metadata are those of the Hugging Face config the file was
 // converted from (config.json of k256-hf / tiny-qwen3-untied), and a GGUF file's generation defaults are the
 // defaults with its eos id.
