@@ -41,6 +41,8 @@ Url parse_url(const std::string& url) {
     throw Error("--url: '" + url + "' is not http://HOST:PORT (or https://, optionally with a base path)");
   Url u{url.substr(0, path), path == std::string::npos ? "" : url.substr(path)};
   while (!u.base.empty() && u.base.back() == '/') u.base.pop_back();
+  // An OpenAI client's base URL (http://HOST:PORT/v1): the routes below carry their /v1.
+  if (u.base.size() >= 3 && u.base.compare(u.base.size() - 3, 3, "/v1") == 0) u.base.resize(u.base.size() - 3);
   return u;
 }
 
@@ -163,8 +165,10 @@ ServerInfo fetch_server_info(const HttpEndpoint& e, const std::string& model_nam
   ServerInfo info{model_name, first ? schedule_of(*first) : ""};
   if (info.model.empty() && first && first->contains("id") && (*first)["id"].is_string())
     info.model = (*first)["id"].get<std::string>();
+  if (res->status == 401)
+    throw Error("bench serve: " + url.origin + url.base + "/v1/models answered HTTP 401: the server wants an API key (--api-key)");
   if (info.model.empty())
-    throw Error("bench serve: " + e.url + "/v1/models (HTTP " + std::to_string(res->status) +
+    throw Error("bench serve: " + url.origin + url.base + "/v1/models (HTTP " + std::to_string(res->status) +
                 ") lists no model; pass --model-name");
   return info;
 }
@@ -184,7 +188,7 @@ void check_one_request(const HttpEndpoint& e, const HttpRequestOptions& o, const
   httplib::Client client(url.origin);
   configure(client, e);
   const RequestRecord r = stream_request(client, url.base + route(o), request_body(o, prompt, 0), e.timeout_s);
-  if (!r.success) throw Error("bench serve: the test request to " + e.url + route(o) + " failed: " + r.error);
+  if (!r.success) throw Error("bench serve: the test request to " + url.origin + url.base + route(o) + " failed: " + r.error);
 }
 
 HttpRun run_http_load(const HttpEndpoint& e, const HttpRequestOptions& o, const std::vector<std::string>& prompts,

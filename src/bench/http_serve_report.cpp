@@ -185,7 +185,7 @@ HttpPoint make_http_point(const std::string& label, const HttpEndpoint& endpoint
 ServePoint as_serve_point(const HttpPoint& p) {
   ServePoint s;
   s.schedule = p.label;
-  s.concurrency = p.load.max_concurrency;
+  s.concurrency = p.load.max_concurrency;  // 0: uncapped (the JSON's concurrency null)
   s.requests = p.summary.requests;
   s.output_tokens = p.summary.output_tokens;
   s.seconds = p.summary.seconds;
@@ -205,6 +205,7 @@ json to_json(const HttpPoint& p) {
   json j = to_json(as_serve_point(p));
   for (const char* key : {"mean_budget", "acceptance_length", "draft_share"})
     if (!std::isfinite(j[key].get<double>())) j[key] = nullptr;  // unknown, not a measured zero
+  if (p.load.max_concurrency < 1) j["concurrency"] = nullptr;  // no cap, as max_concurrency
   j.update({{"url", p.url}, {"model", p.model}, {"endpoint", p.endpoint},
             {"max_concurrency", p.load.max_concurrency > 0 ? json(p.load.max_concurrency) : json()},
             {"request_rate", std::isfinite(p.load.request_rate) ? json(p.load.request_rate) : json()},

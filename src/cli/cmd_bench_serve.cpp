@@ -169,8 +169,8 @@ void run_bench_serve_url(const BenchServeArgs& a) {
       const bench::HttpRun run = bench::run_http_load(a.endpoint, request, prompts, load);
       points.push_back(bench::make_http_point(label, a.endpoint, request, load, slo, run));
       const bench::HttpSummary& s = points.back().summary;
-      std::fprintf(stderr, "%s C=%ld rate=%g: %.1f tok/s aggregate, %.1f tok/s/user, TTFT p50 %.1f ms, %ld failed\n",
-                   label.c_str(), static_cast<long>(cap), rate, s.output_throughput, s.user_tps_mean,
+      std::fprintf(stderr, "%s C=%s rate=%g: %.1f tok/s aggregate, %.1f tok/s/user, TTFT p50 %.1f ms, %ld failed\n",
+                   label.c_str(), cap > 0 ? std::to_string(cap).c_str() : "inf", rate, s.output_throughput, s.user_tps_mean,
                    s.ttft.median_ms, static_cast<long>(s.failed));
     }
   nlohmann::json json = nlohmann::json::array();
@@ -181,7 +181,7 @@ void run_bench_serve_url(const BenchServeArgs& a) {
 
 // The --url flags; each in-process-only flag is refused beside --url (it belongs to the server).
 void add_url_options(CLI::App* cmd, BenchServeArgs& a, const std::vector<CLI::Option*>& in_process_only) {
-  CLI::Option* url = cmd->add_option("--url", a.endpoint.url, "drive an OpenAI-compatible server at http://HOST:PORT");
+  CLI::Option* url = cmd->add_option("--url", a.endpoint.url, "drive an OpenAI-compatible server at http://HOST:PORT (or its OpenAI base URL, http://HOST:PORT/v1)");
   for (CLI::Option* o : in_process_only) url->excludes(o);
   const std::vector<CLI::Option*> url_only = {
       cmd->add_option("--endpoint", a.endpoint_kind, "chat (/v1/chat/completions) | completions (/v1/completions)")
@@ -219,15 +219,15 @@ void register_bench_serve(CLI::App& bench) {
   cmd->add_option("--limit", a->limit, "prompts read from the file")->capture_default_str();
   cmd->add_option("--max-tokens", a->options.max_tokens, "new tokens per request")->capture_default_str();
   cmd->add_option("--temperature", a->options.sampling.temperature, "sampling temperature")->capture_default_str();
-  cmd->add_option("--seed", a->options.sampling.seed, "request i samples with seed + i")->capture_default_str();
+  cmd->add_option("--seed", a->options.sampling.seed, "request i samples with seed + i")->capture_default_str()->check(at_least(0));
   cmd->add_option("--top-k", a->top_k, "top-k (in-process default 0, off; --url: the server's default unless given)");
   cmd->add_option("--top-p", a->top_p, "top-p (in-process default 1, off; --url: the server's default unless given)");
   cmd->add_flag("--ignore-eos", a->ignore_eos, "generate --max-tokens tokens whatever the model says");
   in_process_only.push_back(
       cmd->add_option("--gamma", a->options.gamma, "drafts per request per step")->capture_default_str());
   in_process_only.push_back(
-      cmd->add_option("--threshold", a->options.threshold, "survival cut of the threshold schedule")
-          ->capture_default_str());
+      cmd->add_option("--threshold", a->options.threshold, "the threshold schedule's cut on a draft's survival a_j")
+          ->capture_default_str()->check(between(0, 1)));
   cmd->add_option("--requests-per-client", a->options.requests_per_client, "requests per point = max(32, concurrency x this)")
       ->capture_default_str();
   in_process_only.push_back(

@@ -219,7 +219,7 @@ void handle_completion(const Backend& b, const std::string& body, httplib::Respo
   const CompletionRequest request = parse_completion_request(body, endpoint);
   if (!request.model.empty() && request.model != b.model_id)
     throw ApiError(404, "the model '" + request.model + "' does not exist; this server serves '" + b.model_id + "'",
-                   "model", "model_not_found");
+                   "model");
   std::vector<engine::EngineRequest> requests = engine_requests(b, request);
   const int64_t prompt_tokens = static_cast<int64_t>(requests[0].prompt_ids.size());
   const ResponseHead head{.endpoint = endpoint,

@@ -18,6 +18,7 @@
 #include "serve/dashboard.h"
 #include "serve/http_connection.h"
 #include "serve/openai_protocol.h"
+#include "tokenizer/unicode.h"
 
 namespace dspark::serve {
 
@@ -103,6 +104,33 @@ std::string read_body(const httplib::Request& req, httplib::Response& res, const
     throw ApiError(413, "the request body is larger than the server accepts (--max-body-bytes " +
                             std::to_string(max_bytes) + ")");
   throw ApiError(400, "the request body could not be read in full");
+}
+
+// One model of /v1/models, with our `meta`.
+json model_object(const Backend& b) {
+  const ServerInfo& info = b.metrics->info();
+  return {{"id", b.model_id},
+          {"object", "model"},
+          {"created", static_cast<int64_t>(std::time(nullptr))},
+          {"owned_by", "dspark"},
+          {"root", b.model_root},
+          {"parent", nullptr},
+          {"max_model_len", b.context_limit},
+          {"meta",
+           {{"drafter", info.drafter.empty() ? json() : json(info.drafter)},
+            {"schedule", info.schedule},
+            {"gamma", info.gamma},
+            {"max_concurrency", info.max_concurrency}}}};
+}
+
+// A token's bytes for /tokenize's with_pieces: the text when they are valid UTF-8, else the byte
+// values (a piece of a multi-byte character), as llama.cpp's server answers; JSON text would turn
+// every such piece into the same U+FFFD.
+json piece_json(const std::string& bytes) {
+  if (!tokenizer::find_invalid_utf8(bytes)) return bytes;
+  json values = json::array();
+  for (unsigned char c : bytes) values.push_back(c);
+  return values;
 }
 
 }  // namespace
@@ -220,21 +248,14 @@ void HttpServer::Impl::install_routes() {
     res.set_content(std::string(dashboard_html()), "text/html; charset=utf-8");
   }, false);
   get("/v1/models", [](const Backend* b, const httplib::Request&, httplib::Response& res) {
-    const ServerInfo& info = b->metrics->info();
-    send_json(res, 200,
-              {{"object", "list"},
-               {"data", json::array({{{"id", b->model_id},
-                                      {"object", "model"},
-                                      {"created", static_cast<int64_t>(std::time(nullptr))},
-                                      {"owned_by", "dspark"},
-                                      {"root", b->model_root},
-                                      {"parent", nullptr},
-                                      {"max_model_len", b->context_limit},
-                                      {"meta",
-                                       {{"drafter", info.drafter.empty() ? json() : json(info.drafter)},
-                                        {"schedule", info.schedule},
-                                        {"gamma", info.gamma},
-                                        {"max_concurrency", info.max_concurrency}}}}})}});
+    send_json(res, 200, {{"object", "list"}, {"data", json::array({model_object(*b)})}});
+  });
+  // OpenAI's retrieve (client.models.retrieve(id)).
+  get(R"(/v1/models/([^/]+))", [](const Backend* b, const httplib::Request& req, httplib::Response& res) {
+    const std::string id = req.matches[1];
+    if (id != b->model_id)
+      throw ApiError(404, "the model '" + id + "' does not exist; this server serves '" + b->model_id + "'", "model");
+    send_json(res, 200, model_object(*b));
   });
   get("/metrics", [](const Backend* b, const httplib::Request&, httplib::Response& res) {
     res.set_content(b->metrics->prometheus(), "text/plain; version=0.0.4");
@@ -250,7 +271,7 @@ void HttpServer::Impl::install_routes() {
     const std::vector<int32_t> ids = b->tokenizer->encode(body["content"].get<std::string>());
     if (body.value("with_pieces", false)) {
       json pieces = json::array();
-      for (int32_t id : ids) pieces.push_back({{"id", id}, {"piece", b->tokenizer->token_bytes(id)}});
+      for (int32_t id : ids) pieces.push_back({{"id", id}, {"piece", piece_json(b->tokenizer->token_bytes(id))}});
       return send_json(res, 200, {{"tokens", pieces}});
     }
     send_json(res, 200, {{"tokens", ids}});

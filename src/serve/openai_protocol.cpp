@@ -1,6 +1,7 @@
 #include "serve/openai_protocol.h"
 
 #include <cmath>
+#include <cstdio>
 #include <functional>
 #include <limits>
 #include <map>
@@ -24,12 +25,22 @@ std::string default_type(int status) {
 
 [[noreturn]] void bad(const std::string& param, const std::string& message) { throw ApiError(400, message, param); }
 
+// "0.5", "2", "1e-05": a bound as people write it (std::to_string wrote 0.000000).
+std::string bound_text(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", x);
+  return buf;
+}
+
+// A JSON integer, or a number with no fraction written as a float (5.0), as vLLM's and
+// llama.cpp's parsers take it; one with a fraction, or beyond int64, is not an integer here.
 int64_t integer(const json& v, const std::string& name, int64_t lo, int64_t hi) {
-  // A JSON number with a fraction, or one beyond int64, is not an integer here.
-  if (!v.is_number_integer()) bad(name, "'" + name + "' must be an integer");
+  const bool whole_float = v.is_number_float() && std::isfinite(v.get<double>()) &&
+                           v.get<double>() == std::trunc(v.get<double>()) && std::fabs(v.get<double>()) < 0x1p62;
+  if (!v.is_number_integer() && !whole_float) bad(name, "'" + name + "' must be an integer");
   if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(hi))
     bad(name, "'" + name + "' must be at most " + std::to_string(hi));
-  const int64_t x = v.get<int64_t>();
+  const int64_t x = whole_float ? static_cast<int64_t>(v.get<double>()) : v.get<int64_t>();
   if (x < lo || x > hi)
     bad(name, "'" + name + "' must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " + std::to_string(x));
   return x;
@@ -39,7 +50,7 @@ double number(const json& v, const std::string& name, double lo, double hi) {
   if (!v.is_number()) bad(name, "'" + name + "' must be a number");
   const double x = v.get<double>();
   if (!std::isfinite(x) || x < lo || x > hi)
-    bad(name, "'" + name + "' must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    bad(name, "'" + name + "' must be in [" + bound_text(lo) + ", " + bound_text(hi) + "]");
   return x;
 }
 
@@ -153,7 +164,9 @@ const std::map<std::string, NeutralTest>& unimplemented() {
       {"echo", is_false},
       {"parallel_tool_calls", is_false},
       {"logit_bias", [](const json& v) { return v.is_object() && v.empty(); }},
-      {"min_tokens", [](const json& v) { return v.is_number_integer() && v.get<int64_t>() == 0; }},
+      {"min_tokens", [](const json& v) { return v.is_number() && v.get<double>() == 0.0; }},
+      {"best_of", one},  // legacy completions: choices sampled per returned choice
+      {"suffix", [](const json& v) { return v.is_string() && v.get<std::string>().empty(); }},  // legacy insertion
       {"skip_special_tokens", [](const json& v) { return v.is_boolean(); }},
       {"user", [](const json& v) { return v.is_string(); }},
       {"response_format", [](const json& v) { return v.is_object() && v.value("type", json()) == "text"; }},
@@ -177,8 +190,8 @@ const std::map<std::string, Setter>& setters() {
       {"temperature", [](const json& v, CompletionRequest& r) { if (!v.is_null()) r.temperature = number(v, "temperature", 0, 2); }},
       {"top_p", [](const json& v, CompletionRequest& r) {
          if (v.is_null()) return;
+         if (v.is_number() && !(v.get<double>() > 0 && v.get<double>() <= 1)) bad("top_p", "'top_p' must be in (0, 1]");
          r.top_p = number(v, "top_p", 0, 1);
-         if (*r.top_p <= 0) bad("top_p", "'top_p' must be in (0, 1]");
        }},
       {"min_p", [](const json& v, CompletionRequest& r) { if (!v.is_null()) r.min_p = number(v, "min_p", 0, 1); }},
       {"top_k", [](const json& v, CompletionRequest& r) {
@@ -187,7 +200,10 @@ const std::map<std::string, Setter>& setters() {
          r.top_k = k < 0 ? 0 : k;  // vLLM: -1 (or 0) means off
        }},
       {"seed", [](const json& v, CompletionRequest& r) {
-         if (!v.is_null()) r.seed = static_cast<uint64_t>(integer(v, "seed", 0, std::numeric_limits<int64_t>::max()));
+         if (v.is_null()) return;
+         // -1 is llama.cpp's "a fresh seed", as if none were given.
+         const int64_t seed = integer(v, "seed", -1, std::numeric_limits<int64_t>::max());
+         if (seed >= 0) r.seed = static_cast<uint64_t>(seed);
        }},
       {"stream", [](const json& v, CompletionRequest& r) { if (!v.is_null()) r.stream = boolean(v, "stream"); }},
       {"stream_options", stream_options},

@@ -150,6 +150,26 @@ TEST(HttpServeBench, UnreachableServerIsOneErrorLine) {
   test::expect_error([&] { fetch_server_info({.url = "127.0.0.1:8080"}, ""); }, {"--url", "http://HOST:PORT"});
 }
 
+// An OpenAI client's base URL (ending in /v1) names the same server (it was asked for
+// /v1/v1/models, then told to pass --model-name); a server that wants a key says so.
+TEST(HttpServeBench, TakesAnOpenAiBaseUrlAndNamesAMissingApiKey) {
+  FakeServer server;
+  EXPECT_EQ(fetch_server_info({.url = server.url() + "/v1"}, "").model, "fake-model");
+  EXPECT_EQ(fetch_server_info({.url = server.url() + "/v1/"}, "").model, "fake-model");
+  httplib::Server guarded;
+  guarded.Get("/v1/models", [](const httplib::Request&, httplib::Response& res) {
+    res.status = 401;
+    res.set_content(R"({"error":{"message":"missing or wrong API key","type":"authentication_error"}})", "application/json");
+  });
+  const int port = guarded.bind_to_any_port("127.0.0.1");
+  std::thread thread([&] { guarded.listen_after_bind(); });
+  while (!guarded.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  test::expect_error([&] { fetch_server_info({.url = "http://127.0.0.1:" + std::to_string(port)}, ""); },
+                     {"HTTP 401", "--api-key"});
+  guarded.stop();
+  thread.join();
+}
+
 // Closed loop, 2 clients, 6 requests over prompts {a, fail, b}: requests 1 and 4 fail with the
 // server's answer, the other four stream 5 tokens each in 3 chunks; the server never sees more
 // than 2 at once; the counters' difference is what the four successes added.

@@ -102,7 +102,9 @@ TEST(OpenAiProtocol, RefusesMalformedBodiesWith400NamingTheParameter) {
       {"{" + hello + R"(, "n": 0})", "n"},
       {"{" + hello + R"(, "top_p": 0})", "top_p"},
       {"{" + hello + R"(, "top_k": -2})", "top_k"},
-      {"{" + hello + R"(, "seed": -1})", "seed"},
+      {"{" + hello + R"(, "seed": -2})", "seed"},
+      {"{" + hello + R"(, "best_of": 2})", "best_of"},
+      {"{" + hello + R"(, "suffix": "x"})", "suffix"},
       {"{" + hello + R"(, "stop": ["a", "b", "c", "d", "e"]})", "stop"},
       {"{" + hello + R"(, "stop": [""]})", "stop"},
       {"{" + hello + R"(, "stop": 7})", "stop"},
@@ -126,6 +128,33 @@ TEST(OpenAiProtocol, RefusesMalformedBodiesWith400NamingTheParameter) {
   EXPECT_EQ(refusal(R"({"prompt": []})", Endpoint::kCompletions).first, 400);
   EXPECT_EQ(refusal(R"({"prompt": [1, "a"]})", Endpoint::kCompletions).first, 400);
   EXPECT_EQ(refusal(R"({"messages": [{"role": "user", "content": "x"}]})", Endpoint::kCompletions).second, "prompt");
+}
+
+// What vLLM's and llama.cpp's parsers take and ours refused: integers written as whole floats,
+// llama.cpp's seed -1 ("a fresh seed", as if none were given), and the legacy completions
+// parameters at their neutral values. Range messages print bounds as written (they printed
+// [0.000000, 1.000000] for top_p, which refuses 0).
+TEST(OpenAiProtocol, AcceptsWhatOtherServersAcceptAndStatesRangesAsWritten) {
+  const CompletionRequest r = completion({{"prompt", "hi"}, {"max_tokens", 5.0}, {"n", 2.0}, {"seed", -1},
+                                          {"suffix", nullptr}, {"best_of", 1}, {"min_tokens", 0.0}});
+  EXPECT_EQ(r.max_tokens, 5);
+  EXPECT_EQ(r.n, 2);
+  EXPECT_FALSE(r.seed.has_value());
+  EXPECT_EQ(completion({{"prompt", "hi"}, {"seed", 7.0}}).seed, 7u);
+  auto message = [](const json& extra) {
+    json body = {{"messages", kHello}};
+    body.update(extra);
+    try {
+      chat(body);
+    } catch (const ApiError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_EQ(message({{"top_p", 1.5}}), "'top_p' must be in (0, 1]");
+  EXPECT_EQ(message({{"top_p", -0.5}}), "'top_p' must be in (0, 1]");
+  EXPECT_EQ(message({{"temperature", 3}}), "'temperature' must be in [0, 2]");
+  EXPECT_EQ(message({{"max_tokens", 2.5}}), "'max_tokens' must be an integer");
 }
 
 TEST(OpenAiProtocol, ErrorEnvelope) {

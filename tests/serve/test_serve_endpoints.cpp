@@ -43,6 +43,29 @@ TEST_F(ServeEndpoints, HealthModelsAndTokenizer) {
   EXPECT_EQ(post_json(c, "/detokenize", {{"tokens", tokens}})["content"], "Hello world");
   auto bad = c.Post("/detokenize", R"({"tokens": [99999999]})", "application/json");
   EXPECT_EQ(bad->status, 400);
+  // OpenAI's retrieve: the served model, and a 404 for another.
+  const json model = get_json(c, "/v1/models/tiny-target-8l");
+  EXPECT_EQ(model["object"], "model");
+  EXPECT_EQ(model["id"], "tiny-target-8l");
+  auto other = c.Get("/v1/models/gpt-4o");
+  EXPECT_EQ(other->status, 404);
+  EXPECT_EQ(json::parse(other->body)["error"]["type"], "not_found_error");
+  // with_pieces: a piece of a multi-byte character comes as its byte values (as llama.cpp's
+  // server sends it), so the pieces hold the text's bytes exactly; as JSON text each was U+FFFD.
+  const std::string text = "\xc3\xa9\xf0\x9f\x98\x80 ok";  // "é😀 ok"
+  std::string joined;
+  int byte_pieces = 0;
+  const json pieces = post_json(c, "/tokenize", {{"content", text}, {"with_pieces", true}});
+  for (const json& t : pieces["tokens"]) {
+    if (t["piece"].is_string()) {
+      joined += t["piece"].get<std::string>();
+      continue;
+    }
+    ++byte_pieces;
+    for (const json& b : t["piece"]) joined += static_cast<char>(b.get<int>());
+  }
+  EXPECT_EQ(joined, text);
+  EXPECT_GT(byte_pieces, 0);
 }
 
 TEST_F(ServeEndpoints, SeveralChoicesStopStringsAndSpeculationOff) {

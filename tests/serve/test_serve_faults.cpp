@@ -65,6 +65,9 @@ TEST(ServeFaults, ErrorsUseTheOpenAiEnvelopeAndStatus) {
     EXPECT_EQ(status, k.status) << k.body.substr(0, 80);
     EXPECT_TRUE((*body)["error"]["message"].is_string()) << body->dump();
     EXPECT_EQ((*body)["error"]["code"], k.status) << body->dump();
+    if (k.status == 404) {  // the type the docs' table gives
+      EXPECT_EQ((*body)["error"]["type"], "not_found_error") << body->dump();
+    }
   }
   // The context error states both numbers.
   int status = 0;

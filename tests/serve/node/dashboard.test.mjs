@@ -118,3 +118,39 @@ test("the dashboard fills while load runs, and fetches only from the server", { 
   assert.ok(await page.$eval("#chart-throughput", (e) => Number(e.dataset.points) > 0));
   await page.close();
 });
+
+// A server started with --api-key guards /stats too: the page says it needs the key and shows a
+// form for it (it once retried a 401 every second with no way to send one); a wrong key is told
+// apart, and with the right one the page connects and shows the server's requests.
+test("the dashboard asks for the API key of a guarded server", { timeout: 60_000 }, async () => {
+  const guarded = await startServer(["--draft", "none", "--api-key", "sekrit"]);
+  const page = await browser.newPage();
+  try {
+    const reply = await fetch(`${guarded.url}/v1/completions`, {
+      method: "POST",
+      headers: { "Content-Type": "application/json", Authorization: "Bearer sekrit" },
+      body: JSON.stringify({ prompt: "Hello", max_tokens: 4 }),
+    });
+    assert.equal(reply.status, 200);
+    await page.goto(`${guarded.url}/`, { waitUntil: "load" });
+    await page.waitForFunction(() => document.body.dataset.auth === "needed", { polling: 100, timeout: 10_000 });
+    assert.ok(await page.$eval("#key-form", (e) => getComputedStyle(e).display !== "none"), "no key form shown");
+    assert.match(await page.$eval("#banner-reason", (e) => e.textContent), /needs the server's API key/);
+
+    await page.type("#key-input", "wrong");
+    await page.click("#key-form button");
+    await page.waitForFunction(() => /refused the API key/.test(document.getElementById("banner-reason").textContent),
+                               { polling: 100, timeout: 10_000 });
+
+    await page.$eval("#key-input", (e) => { e.value = ""; });
+    await page.type("#key-input", "sekrit");
+    await page.click("#key-form button");
+    await page.waitForFunction(() => document.body.dataset.connected === "true", { polling: 100, timeout: 10_000 });
+    await page.waitForFunction(() => Number(document.getElementById("recent").dataset.rows) > 0,
+                               { polling: 100, timeout: 10_000 });
+    assert.equal(await page.evaluate(() => document.body.dataset.auth), "ok");
+  } finally {
+    await page.close();
+    await guarded.stop();
+  }
+});
