@@ -28,6 +28,8 @@ std::vector<std::string> split_csv(const std::string& csv) {
 }
 
 std::vector<int64_t> parse_ids(const std::string& csv, const std::string& flag) {
+  // getline drops a trailing empty field, so "1,2," would pass as "1,2": a typo, refused like ",1".
+  if (!csv.empty() && csv.back() == ',') throw Error(flag + ": '' is not an integer token id");
   std::vector<int64_t> ids;
   std::stringstream stream(csv);
   std::string item;
@@ -281,7 +283,9 @@ std::vector<int64_t> PromptArgs::resolve(const std::optional<tokenizer::Tokenize
     return parse_ids(*prompt_ids, "--prompt-ids");
   }
   if (prompt->empty() && !chat) throw Error("--prompt is empty");
-  if (!tok) throw Error(model_dir + ": no tokenizer.json; use --prompt-ids");
+  if (!tok)
+    throw Error(model_dir + (model::is_gguf_path(model_dir) ? ": no tokenizer in the file's metadata" : ": no tokenizer.json") +
+                "; use --prompt-ids");
   std::string text = *prompt;
   if (chat)
     text = tokenizer::ChatTemplate::load(model_dir).render({{"user", *prompt}},
@@ -295,7 +299,7 @@ void SamplingArgs::add_to(CLI::App* cmd) {
   cmd->add_option("--top-k", top_k, "keep the k most likely tokens (0 = off)");
   cmd->add_option("--top-p", top_p, "nucleus sampling mass (1 = off)");
   cmd->add_option("--min-p", min_p, "drop tokens below min-p times the top probability (0 = off)");
-  cmd->add_option("--seed", seed, "seed; sample i uses seed + i");
+  cmd->add_option("--seed", seed, "seed; sample i uses seed + i")->check(at_least(0));
 }
 
 // Flags override the model's generation_config.json, as in Hugging Face and vLLM.

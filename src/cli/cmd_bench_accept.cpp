@@ -94,7 +94,7 @@ void register_bench_accept(CLI::App& bench) {
       ->check(at_least(1));
   cmd->add_option("--limit", a->limit, "first N prompts of each file (0: all)")
       ->check(at_least(0));
-  cmd->add_option("--seed", a->options.seed, "prompt i samples with seed + i")->capture_default_str();
+  cmd->add_option("--seed", a->options.seed, "prompt i samples with seed + i")->capture_default_str()->check(at_least(0));
   cmd->add_option("--thresholds", a->thresholds, "confidence thresholds to sweep for DSpark drafters, e.g. 0.1,0.2,...,0.9");
   cmd->add_option("--plot-dir", a->plot_dir, "write accept_per_position.svg (and threshold_sweep.svg) here")
       ->check(writable_dir());

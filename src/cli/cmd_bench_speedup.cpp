@@ -132,7 +132,7 @@ void register_bench_speedup(CLI::App& bench) {
   cmd->add_option("--gamma", a->gamma, "drafts per step (default: each drafter's block size)");
   cmd->add_option("--schedule", a->schedule, "verification schedule of the speculative methods (as generate's --schedule)")
       ->capture_default_str();
-  cmd->add_option("--seed", a->options.seed, "prompt i samples with seed + i under every method")->capture_default_str();
+  cmd->add_option("--seed", a->options.seed, "prompt i samples with seed + i under every method")->capture_default_str()->check(at_least(0));
   add_dtype_option(cmd, a->dtype, "target weights");
   add_draft_dtypes_option(cmd, a->draft_dtypes);
   add_kv_cache_dtype_option(cmd, a->kv_cache_dtype);

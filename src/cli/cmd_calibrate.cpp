@@ -118,7 +118,7 @@ void register_calibrate(CLI::App& app) {
   cmd->add_option("--gamma", a->options.gamma, "drafts per round")->capture_default_str();
   cmd->add_option("--max-tokens", a->options.max_tokens, "new tokens per prompt")->capture_default_str()
       ->check(at_least(1));
-  cmd->add_option("--seed", a->options.seed, "prompt i samples with seed + i")->capture_default_str();
+  cmd->add_option("--seed", a->options.seed, "prompt i samples with seed + i")->capture_default_str()->check(at_least(0));
   cmd->add_option("--plot", a->plot, "write the reliability diagrams to this SVG file")
       ->check(writable_file());
   add_dtype_option(cmd, a->dtype, "target weights");

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "cli/cli_common.h"
 #include "cli/commands.h"
 #include "common/error.h"
 #include "train/corpus.h"
@@ -105,7 +106,7 @@ void register_data(CLI::App& app) {
   cmd->add_option("--out", args->out_dir, "output directory")->required();
   cmd->add_option("--data", args->data_dir,
                   "data directory (default: $DSPARK_SHARED_DIR/data, else ../shared/data beside the repository)");
-  cmd->add_option("--seed", args->seed, "shuffle and split seed (default 1234)");
+  cmd->add_option("--seed", args->seed, "shuffle and split seed (default 1234)")->check(at_least(0));
   cmd->add_option("--valid-fraction", args->valid_fraction, "validation fraction per source (default 0.02)")
       ->check(CLI::Range(0.0, 0.49));
   cmd->add_option("--min-valid", args->min_valid, "at least this many validation records per source (default 8)");

@@ -45,7 +45,7 @@ void register_data_regenerate(CLI::App& data) {
   cmd->add_option("--temperature", o.sampling.temperature, "sampling temperature (DeepSpec's Qwen3 recipe: 0.7)");
   cmd->add_option("--top-p", o.sampling.top_p, "top-p (0.8)");
   cmd->add_option("--top-k", o.sampling.top_k, "top-k (20)");
-  cmd->add_option("--seed", o.sampling.seed, "conversation i samples with seed + i (0)");
+  cmd->add_option("--seed", o.sampling.seed, "conversation i samples with seed + i (0)")->check(at_least(0));
   cmd->add_option("--max-new-tokens", o.max_new_tokens, "tokens per answer; a cut answer ends the conversation (512)")
       ->check(at_least(1));
   cmd->add_option("--max-length", o.max_length, "tokens per conversation (1024)")

@@ -31,6 +31,7 @@ struct GenerateArgs {
   double confidence_threshold = 0;
   std::optional<int64_t> concurrency;
   std::string schedule, sps_file;
+  double threshold = 0.5;
 };
 
 // dspark-sync for one request in flight: its budget follows this step's confidences and the
@@ -100,7 +101,7 @@ void run_generate(const GenerateArgs& args) {
                                      draft_dtype, concurrency, gamma);
   engine::Engine engine(model, drafter.get(),
                         {.max_concurrency = concurrency, .max_context = positions, .gamma = gamma, .schedule = kind,
-                         .step_cost = &cost});
+                         .threshold = args.threshold, .step_cost = &cost});
 
   // One sample streams as text; several print when done.
   const bool stream = !args.json && args.num_samples == 1 && tok.has_value();
@@ -152,6 +153,8 @@ void register_generate(CLI::App& app) {
   cmd->add_option("--schedule", args->schedule,
                   "verification schedule: " + schedule::cli_schedule_names() +
                       " (default with a drafter: dspark-sync for one request in flight, dspark-async for more)");
+  cmd->add_option("--threshold", args->threshold, "the threshold schedule's cut on a draft's survival a_j")
+      ->capture_default_str()->check(between(0, 1));
   cmd->add_option("--sps", args->sps_file, "step-cost profile from `dspark profile --out` (default: the cached one)");
   cmd->callback([args] { run_generate(*args); });
 }

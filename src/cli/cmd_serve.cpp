@@ -26,7 +26,7 @@ struct ServeArgs {
   std::optional<int64_t> gamma, http_threads;
   std::optional<int> threads;
   int64_t max_concurrency = 16, max_queue = 64, max_context = 0;
-  double timeout_seconds = 60;
+  double timeout_seconds = 60, threshold = 0.5;
   serve::HttpOptions http;
 };
 
@@ -52,8 +52,8 @@ std::string model_id(const std::string& dir) {
 
 // --draft: "none" turns speculation off; unset, the dspark drafter shipped beside the model
 // (models/NAME-dspark), if there is one.
-std::string resolve_draft_dir(const std::string& flag, const std::string& model_dir) {
-  if (flag == "none") return "";
+std::string resolve_draft_dir(const std::string& flag, const std::string& method, const std::string& model_dir) {
+  if (flag == "none" || (flag.empty() && method == "ngram")) return "";
   if (!flag.empty()) return flag;
   const fs::path beside = fs::weakly_canonical(model_dir).string() + "-dspark";
   return fs::is_directory(beside) ? beside.string() : "";
@@ -91,7 +91,7 @@ void run_serve(ServeArgs& a) {
   const std::optional<tokenizer::Tokenizer> tok = load_tokenizer_if_present(dir);
   if (!tok) throw Error(dir + ": no tokenizer; the server needs one");
   const int64_t context = engine::context_limit(target.config(), a.max_context);
-  const std::string draft_dir = resolve_draft_dir(a.draft_dir, dir);
+  const std::string draft_dir = resolve_draft_dir(a.draft_dir, a.method, dir);
   const model::WeightDType draft_dtype = resolve_draft_dtype(a.draft_dtype, target);
   std::unique_ptr<draft::Drafter> drafter;
   int64_t gamma = 0;
@@ -122,6 +122,7 @@ void run_serve(ServeArgs& a) {
                                 .max_context = context,
                                 .gamma = gamma,
                                 .schedule = kind,
+                                .threshold = a.threshold,
                                 .step_cost = &cost,
                                 .rescale_step_cost = true,
                                 .detokenize = [&t](const std::vector<int64_t>& ids) { return t.decode(known_ids(t, ids)); }},
@@ -163,6 +164,8 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--schedule", a->schedule,
                   "verification schedule: " + schedule::cli_schedule_names() + " (default: dspark-async with a drafter)");
   cmd->add_option("--gamma", a->gamma, "drafts per request per step (default: the drafter's block size)");
+  cmd->add_option("--threshold", a->threshold, "the threshold schedule's cut on a draft's survival a_j")
+      ->capture_default_str()->check(between(0, 1));
   cmd->add_option("--sps", a->sps_file, "step-cost profile from `dspark profile --out` (default: the cached one)");
   cmd->add_option("--host", a->http.host, "address to listen on")->capture_default_str();
   cmd->add_option("--port", a->http.port, "port (0: any free port, printed at start)")

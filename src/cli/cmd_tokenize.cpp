@@ -63,6 +63,8 @@ void tokenize_jsonl(const Tokenizer& tokenizer, const std::string& file) {
   if (!in) throw Error(file + ": cannot open JSONL file");
   std::string line;
   for (size_t line_number = 1; std::getline(in, line); ++line_number) {
+    // A blank line holds no record (as jq and pandas read JSONL): skipped, not an error.
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     const std::string where = file + ":" + std::to_string(line_number);
     print_ids_line(encode_or_explain(tokenizer, text_of_record(line, file, line_number), where));
   }

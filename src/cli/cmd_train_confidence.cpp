@@ -265,7 +265,7 @@ void register_train_confidence(CLI::App& train) {
       ->check(at_least(1));
   cmd->add_option("--max-tokens", a->options.max_tokens, "new tokens per prompt")->capture_default_str()
       ->check(at_least(1));
-  cmd->add_option("--seed", a->options.seed, "prompt i samples with seed + i")->capture_default_str();
+  cmd->add_option("--seed", a->options.seed, "prompt i samples with seed + i")->capture_default_str()->check(at_least(0));
   add_dtype_option(cmd, a->dtype, "target weights");
   cmd->callback([a] { run(*a); });
 }

@@ -45,7 +45,7 @@ void register_train_drafter(CLI::App& train) {
       ->check(between(0, 1));
   cmd->add_option("--clip", o->grad_clip, "gradient-norm clip")->capture_default_str()
       ->check(above(0));
-  cmd->add_option("--seed", o->seed, "seed of the data order and the anchors")->capture_default_str();
+  cmd->add_option("--seed", o->seed, "seed of the data order and the anchors")->capture_default_str()->check(at_least(0));
   cmd->add_option("--valid-percent", o->valid_percent, "conversations held out for validation")->capture_default_str()
       ->check(between(0, 99));
   cmd->add_option("--valid-sequences", o->valid_sequences, "held-out conversations per validation")->capture_default_str()

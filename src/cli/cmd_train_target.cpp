@@ -36,7 +36,7 @@ void register_train_target(CLI::App& train) {
       ->check(at_least(0));
   cmd->add_option("--clip", o->grad_clip, "gradient-norm clip")->capture_default_str()
       ->check(above(0));
-  cmd->add_option("--seed", o->seed, "seed of the initial weights and the data order")->capture_default_str();
+  cmd->add_option("--seed", o->seed, "seed of the initial weights and the data order")->capture_default_str()->check(at_least(0));
   cmd->add_option("--grow-from", o->grow_from,
                   "start from this trained smaller model, grown into --config's shape (same function)");
   cmd->add_option("--save-every", o->save_every, "steps between checkpoints")->capture_default_str()
@@ -66,7 +66,7 @@ void register_eval(CLI::App& app) {
   };
   auto a = std::make_shared<Args>();
   CLI::App* cmd = eval->add_subcommand("loss", "mean next-token loss per domain on a corpus's validation split");
-  cmd->add_option("--model", a->model, "model directory (with tokenizer.json)")->required();
+  cmd->add_option("--model", a->model, "model directory (with tokenizer.json) or GGUF file")->required();
   cmd->add_option("--corpus", a->corpus, "corpus directory (from `dspark data corpus`)")->required();
   cmd->add_option("--seq-len", a->seq_len, "tokens per window")->capture_default_str()
       ->check(at_least(2));

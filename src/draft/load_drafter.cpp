@@ -8,6 +8,8 @@ namespace dspark::draft {
 
 std::unique_ptr<Drafter> load_drafter(const std::string& method, const std::string& dir,
                                       const model::Transformer& target, const DrafterLoadOptions& options) {
+  if (method == "ngram" && !dir.empty())
+    throw Error("--method ngram drafts from the context itself; it takes no --draft directory (got " + dir + ")");
   if (method == "ngram") return std::make_unique<NgramDrafter>(options.max_slots, target.config().vocab_size);
   const bool known = method.empty() || method == "dspark" || method == "dflash" || method == "eagle3";
   if (!known) throw Error("--method: unknown drafter method '" + method + "' (expected dspark, dflash, eagle3 or ngram)");

@@ -46,6 +46,13 @@ fs::path newest_checkpoint(const fs::path& out_dir, int64_t& step) {
   return best;
 }
 
+int64_t end_step_after_resume(int64_t start_step, int64_t end_step) {
+  if (start_step < end_step) return end_step;
+  std::fprintf(stderr, "the checkpoint is at step %ld, at or past this run's last step %ld: nothing to train\n",
+               static_cast<long>(start_step), static_cast<long>(end_step));
+  return start_step;
+}
+
 void save_checkpoint(const fs::path& out_dir, int64_t step, int64_t keep,
                      const std::function<void(const fs::path&)>& fill) {
   const fs::path dir = out_dir / "checkpoints" / checkpoint_name(step);

@@ -161,7 +161,8 @@ DrafterValidation validate(const DrafterTrainModel& drafter, const model::Transf
     metrics.add(l.c_star, blocks.valid);
   }
   DrafterValidation v;
-  v.loss = total_w > 0 ? loss / total_w : 0.0;
+  if (total_w <= 0) return v;
+  v.loss = loss / total_w;
   v.tau = metrics.tau();
   for (size_t k = 0; k < metrics.count.size(); ++k) v.accept_rate.push_back(metrics.accept_rate(k));
   return v;
@@ -203,7 +204,7 @@ DrafterTrainResult train_drafter(const DrafterTrainOptions& o) {
   const int64_t n_train = static_cast<int64_t>(data.train.size());
   const int64_t total_steps =
       std::max<int64_t>(1, static_cast<int64_t>(std::ceil(o.epochs * static_cast<double>(n_train) / o.batch_size)));
-  const int64_t end_step = o.max_steps > 0 ? std::min(total_steps, o.max_steps) : total_steps;
+  int64_t end_step = o.max_steps > 0 ? std::min(total_steps, o.max_steps) : total_steps;
   const int64_t warmup_steps = static_cast<int64_t>(o.warmup_ratio * static_cast<double>(total_steps));
   std::fprintf(stderr, "train drafter: %ld train / %zu valid conversations (%ld dropped); %ld steps of %ld\n",
                static_cast<long>(n_train), data.valid.size(), static_cast<long>(data.dropped),
@@ -229,6 +230,7 @@ DrafterTrainResult train_drafter(const DrafterTrainOptions& o) {
     tensors = read_named_tensors(checkpoint / "model.safetensors");
     std::fprintf(stderr, "resuming from %s\n", checkpoint.c_str());
   }
+  end_step = end_step_after_resume(start_step, end_step);
   const std::unique_ptr<DrafterTrainModel> model = make_drafter_train_model(config, target, tensors);
   const DrafterTrainModel& drafter = *model;
   std::vector<torch::Tensor> params;

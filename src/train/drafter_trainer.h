@@ -14,6 +14,7 @@
 // With a feature cache the target's forward runs once per conversation (its first epoch); the
 // later ones read its features back, and train to the same bytes.
 #pragma once
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <string>
@@ -48,7 +49,8 @@ struct DrafterTrainOptions {
 };
 
 struct DrafterValidation {
-  double loss = 0, tau = 0;          // tau_probabilistic (bonus included)
+  // NaN (null in JSON) when nothing was validated: no held-out conversation, or none with a block.
+  double loss = NAN, tau = NAN;      // tau_probabilistic (bonus included)
   std::vector<double> accept_rate;   // per slot: mean c* = 1 - TV
 };
 

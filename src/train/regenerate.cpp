@@ -99,6 +99,7 @@ RegenerateSummary regenerate(model::Transformer& target, const tokenizer::Tokeni
   sampling::check_sampling_params(o.sampling);
   if (o.batch < 1) throw Error("regenerate: --batch must be >= 1");
   if (o.max_new_tokens < 1 || o.max_length < 2) throw Error("regenerate: --max-new-tokens and --max-length must be positive");
+  target.config().check_positions(o.max_length, "--max-length");  // before the output file is made
   const std::optional<int32_t> im_end = tok.token_to_id(kImEnd), end_of_text = tok.token_to_id(kEndOfText);
   if (!im_end) throw Error("regenerate: the tokenizer has no <|im_end|> token (a ChatML model is needed)");
   const auto start_time = std::chrono::steady_clock::now();

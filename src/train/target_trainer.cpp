@@ -127,7 +127,7 @@ TargetTrainResult train_target(const TargetTrainOptions& o) {
   if (n_windows < 1) throw Error(o.corpus_dir.string() + ": the train split is shorter than one window");
   const int64_t total_steps =
       std::max<int64_t>(1, static_cast<int64_t>(std::ceil(o.epochs * static_cast<double>(n_windows) / o.batch_size)));
-  const int64_t end_step = o.max_steps > 0 ? std::min(total_steps, o.max_steps) : total_steps;
+  int64_t end_step = o.max_steps > 0 ? std::min(total_steps, o.max_steps) : total_steps;
   std::fprintf(stderr, "train: %zu records, %zu tokens (%zu trained), %ld windows of %ld; %ld steps of %ld windows\n",
                corpus.train.records, corpus.train.ids.size(), corpus.train.trained_tokens(),
                static_cast<long>(n_windows), static_cast<long>(o.seq_len), static_cast<long>(total_steps),
@@ -164,6 +164,7 @@ TargetTrainResult train_target(const TargetTrainOptions& o) {
     std::fprintf(stderr, "resuming from %s\n", checkpoint.c_str());
   }
 
+  end_step = end_step_after_resume(start_step, end_step);
   model::Transformer m = model::Transformer::load(checkpoint.string(), {.weight_dtype = model::WeightDType::kF32});
   m.set_requires_grad(true);
   const auto named = m.named_parameters();
@@ -240,7 +241,7 @@ TargetTrainResult train_target(const TargetTrainOptions& o) {
 std::map<std::string, double> evaluate_target(const fs::path& model_dir, const fs::path& corpus_dir,
                                               const fs::path& tokenizer_dir, int64_t seq_len, int64_t max_windows,
                                               model::WeightDType weight_dtype) {
-  const tokenizer::Tokenizer tok = tokenizer::Tokenizer::load(tokenizer_dir / "tokenizer.json");
+  const tokenizer::Tokenizer tok = tokenizer::Tokenizer::load(tokenizer_dir);  // a directory or a .gguf file
   TokenizedCorpus corpus;
   for_each_record(corpus_dir / "valid.jsonl",
                   [&](Record&& r) { corpus.valid[std::string(domain_name(r.domain))].append(tok, r); });

@@ -60,7 +60,8 @@ struct TargetTrainResult {
 TargetTrainResult train_target(const TargetTrainOptions& options);
 
 // Mean next-token loss per domain over the first `max_windows` windows of each validation stream
-// (all of them if max_windows <= 0). model_dir is any model directory (checkpoint or final).
+// (all of them if max_windows <= 0). model_dir is any model directory (checkpoint or final) or a
+// GGUF file; tokenizer_dir a directory with tokenizer.json or a GGUF file.
 std::map<std::string, double> evaluate_target(const std::filesystem::path& model_dir,
                                               const std::filesystem::path& corpus_dir,
                                               const std::filesystem::path& tokenizer_dir, int64_t seq_len,

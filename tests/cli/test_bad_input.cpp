@@ -5,6 +5,9 @@
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
+#include <algorithm>
+#include <cstring>
+
 #include "expect_error.h"
 #include "test_util.h"
 
@@ -129,6 +132,30 @@ TEST(BadInput, HeaderLiesAboutSizes) {
   expect_one_line_error(m.logits(), {"model.safetensors", "model.embed_tokens.weight"});
 }
 
+// `model quantize --out` naming a file of the checkpoint it reads once truncated that file while
+// it was mapped (SIGBUS, and the checkpoint was lost): refused, the file untouched.
+TEST(BadInput, QuantizeOverItsOwnCheckpointIsRefused) {
+  DamagedModel m;
+  const std::string before = test::read_text(m.model / "model.safetensors");
+  expect_one_line_error(run_dspark("model quantize --model " + m.model.string() + " --type q8_0 --out " +
+                                   (m.model / "model.safetensors").string()),
+                        {"--out", "model.safetensors", "checkpoint being read"});
+  EXPECT_EQ(test::read_text(m.model / "model.safetensors"), before);
+}
+
+// Weights that are all NaN (0xFF bytes after the header) load, and greedy decoding then has no
+// argmax: one line naming the problem, where it once printed token 0 again and again.
+TEST(BadInput, NanWeightsAreAnErrorNotText) {
+  DamagedModel m;
+  std::string file = test::read_text(m.model / "model.safetensors");
+  uint64_t header_bytes = 0;
+  std::memcpy(&header_bytes, file.data(), 8);
+  std::fill(file.begin() + 8 + static_cast<std::ptrdiff_t>(header_bytes), file.end(), '\xff');
+  test::write_text(m.model / "model.safetensors", file);
+  expect_one_line_error(run_dspark("generate --model " + m.model.string() + " --prompt-ids 1,2 --max-tokens 4 --temperature 0"),
+                        {"argmax", "NaN"});
+}
+
 TEST(BadInput, WrongTensorShape) {
   DamagedModel m;
   auto config = m.config();
@@ -220,6 +247,24 @@ TEST(BadInput, PromptGammaThresholdAndFileMistakes) {
   expect_one_line_error(run_dspark(generate + "--prompt hi --draft " + model + "-dspark --method dsprak"),
                         {"'dsprak'", "ngram"});
   expect_one_line_error(run_dspark("bench dtypes --model " + model + " --dtypes q9"), {"--dtypes", "'q9'"});
+  // A trailing comma once dropped silently (getline), -1 wrapped to 2^64 - 1, and ngram ignored
+  // the drafter it was given.
+  expect_one_line_error(run_dspark(generate + "--prompt-ids 1,2,"), {"--prompt-ids", "''"});
+  expect_one_line_error(run_dspark(generate + "--prompt hi --temperature 1 --seed -1"), {"--seed", ">= 0"});
+  expect_one_line_error(run_dspark(generate + "--prompt hi --method ngram --draft " + model + "-dspark"),
+                        {"ngram", "no --draft"});
+  // A drafter whose block outgrows the target's context is refused at load (sizing buffers for a
+  // block of 10 million once took all the machine's memory).
+  const std::filesystem::path drafter = dir / "big-block";
+  std::filesystem::create_directories(drafter);
+  for (const auto& entry : std::filesystem::directory_iterator(model + "-dspark"))
+    if (entry.is_regular_file()) std::filesystem::copy_file(entry.path(), drafter / entry.path().filename());
+  nlohmann::json config = nlohmann::json::parse(test::read_text(drafter / "config.json"));
+  config["block_size"] = 10000000;
+  std::filesystem::permissions(drafter / "config.json", std::filesystem::perms::owner_write, std::filesystem::perm_options::add);
+  test::write_text(drafter / "config.json", config.dump());
+  expect_one_line_error(run_dspark(generate + "--prompt hi --draft " + drafter.string()),
+                        {"config.json", "block_size 10000000", "max_position_embeddings"});
   // Outputs written at the end of a long run are checked before it.
   expect_one_line_error(run_dspark("profile --model " + model + " --out " + dir.str()), {"--out", "is a directory"});
   expect_one_line_error(run_dspark("bench accept --target " + model + " --draft " + model + "-dspark --prompts x --json-out " +
@@ -240,6 +285,12 @@ TEST(BadInput, NumericOptionsAreCheckedBeforeAnyWork) {
                         {"--lr", "nan"});
   expect_one_line_error(run_dspark("bench forward --model " + model + " --contexts 5000 --batch-sizes 1"),
                         {"5001 positions", "max_position_embeddings"});
+  // regenerate appends to --out: a context the model cannot hold once left an empty file behind.
+  test::TempDir dir;
+  expect_one_line_error(run_dspark("data regenerate --target " + model + " --corpus " + dir.str() + " --out " +
+                                   dir.file("out.jsonl") + " --max-length 10000"),
+                        {"--max-length", "max_position_embeddings"});
+  EXPECT_FALSE(std::filesystem::exists(dir / "out.jsonl"));
 }
 
 }  // namespace

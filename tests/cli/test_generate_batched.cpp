@@ -33,5 +33,24 @@ TEST(GenerateBatched, ProfilesOnFirstUseWithAShortRequest) {
   EXPECT_EQ(profiles, 1) << "the measured profile is cached for the next run";
 }
 
+// --threshold reaches the threshold schedule: a cut of 1 admits no draft (no survival reaches 1),
+// a cut of 0 all of them (7 a step but where the request's last tokens or a prefill step need
+// fewer). The option once existed on bench serve alone.
+TEST(GenerateBatched, ThresholdScheduleTakesItsCut) {
+  const std::string source = DSPARK_SOURCE_DIR;
+  auto mean_budget = [&](const std::string& cut) {
+    const test::CommandResult r = test::run_dspark(
+        "--threads 1 generate --model " + source + "/models/tiny-target-8l --draft " + source +
+        "/models/tiny-target-8l-dspark --prompt Hi --chat --max-tokens 32 --concurrency 2 "
+        "--schedule threshold --temperature 0 --threshold " + cut);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    const size_t at = r.err.find("mean budget ");
+    EXPECT_NE(at, std::string::npos) << r.err;
+    return at == std::string::npos ? -1.0 : std::stod(r.err.substr(at + 12));
+  };
+  EXPECT_EQ(mean_budget("1"), 0.0);
+  EXPECT_GT(mean_budget("0"), 4.0);
+}
+
 }  // namespace
 }  // namespace dspark

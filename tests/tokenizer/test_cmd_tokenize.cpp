@@ -25,7 +25,8 @@ TEST(CmdTokenize, TextPrintsOneIdsLine) {
 
 TEST(CmdTokenize, JsonlPrintsOneLinePerRecord) {
   test::TempDir dir;
-  test::write_text(dir / "in.jsonl", "{\"text\":\"hello world\"}\n{\"text\":\"<|endoftext|>\",\"id\":7}\n");
+  // A blank line (a trailing one, say) holds no record and is skipped, as JSONL readers do.
+  test::write_text(dir / "in.jsonl", "{\"text\":\"hello world\"}\n\n{\"text\":\"<|endoftext|>\",\"id\":7}\n  \n");
   const auto r = run_dspark("tokenize --tokenizer " + kQwen3 + " --jsonl " + (dir / "in.jsonl").string());
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "{\"ids\":[14990,1879]}\n{\"ids\":[151643]}\n");

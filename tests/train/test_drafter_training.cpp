@@ -392,6 +392,13 @@ TEST(DrafterTrainer, ResumeReproducesTheNextStepsBitForBit) {
     EXPECT_EQ(test::read_text(dir / "straight/checkpoints/step-000008" / file),
               test::read_text(dir / "split/checkpoints/step-000008" / file))
         << file;
+  // Resumed past its --max-steps, a run trains nothing and says where it stands (it reported the
+  // smaller --max-steps as its step, and validation figures of 0 for the validation it never ran).
+  split.max_steps = 4;
+  const train::DrafterTrainResult past = train::train_drafter(split);
+  EXPECT_EQ(past.steps, 8);
+  EXPECT_TRUE(std::isnan(past.valid.loss));
+  EXPECT_TRUE(std::isnan(past.valid.tau));
   // Asked for another drafter (here another Markov rank), the resumed run refuses instead of
   // training the checkpoint's drafter on.
   split.max_steps = 12;

@@ -115,6 +115,19 @@ TEST(TargetTrainer, FewStepsLowerTheValidationLoss) {
   EXPECT_NEAR(q4, after.at("chat"), 0.05 * after.at("chat"));
 }
 
+// eval loss takes a GGUF file as every other command does, tokenizer included (it looked for
+// FILE.gguf/tokenizer.json): llama.cpp's f32 file of the untied fixture scores the corpus as the
+// Hugging Face checkpoint it was converted from does.
+TEST(EvaluateTarget, AGgufFileScoresAsItsCheckpoint) {
+  test::TempDir dir;
+  write_corpus(dir / "corpus");
+  const fs::path hf = test::fixture("tiny-qwen3-untied"), gguf = test::fixture("gguf-tiny") / "untied-f32.gguf";
+  const auto from_hf = train::evaluate_target(hf, dir / "corpus", hf, 32, 0);
+  const auto from_gguf = train::evaluate_target(gguf, dir / "corpus", gguf, 32, 0);
+  ASSERT_TRUE(from_hf.count("chat") && from_gguf.count("chat"));
+  EXPECT_NEAR(from_gguf.at("chat"), from_hf.at("chat"), 1e-4);
+}
+
 // bf16 autocast trains like f32: the same 12 steps lower the validation loss by as much as the f32
 // run's, to within 10% of its drop (the 20-layer target's 50-step runs agree to 4 digits:
 // docs/training.md; on this 12-step toy the runs diverge more: the bf16 run ended within 2% of f32's
