@@ -69,14 +69,23 @@ DtypeBenchResult run_dtype_bench(const std::string& model_path, const DtypeBench
   DtypeBenchResult result;
   result.resident_before = resident_bytes();
   std::vector<Contender> contenders;
+  std::string refused;
   for (model::WeightDType dtype : o.dtypes) {
     for (model::KvCacheDType kv_dtype : o.kv_cache_dtypes) {
-      if (progress)
-        progress("loading " + model_path + " as " + model::weight_dtype_name(dtype) + ", KV cache " +
-                 model::kv_cache_dtype_name(kv_dtype));
-      contenders.push_back(load_contender(model_path, dtype, kv_dtype, o, max_b));
+      const std::string name = std::string(model::weight_dtype_name(dtype)) + ", KV cache " + model::kv_cache_dtype_name(kv_dtype);
+      if (progress) progress("loading " + model_path + " as " + name);
+      // A dtype the file refuses (a Q8_0 GGUF file asked for q4_0: its blocks are not quantized
+      // again) is left out of the table, said so, rather than ending the run; a file no dtype
+      // loads is the error it is.
+      try {
+        contenders.push_back(load_contender(model_path, dtype, kv_dtype, o, max_b));
+      } catch (const Error& e) {
+        refused = e.what();
+        if (progress) progress("skipping " + name + ": " + refused);
+      }
     }
   }
+  if (contenders.empty()) throw Error(refused);
   torch::NoGradGuard no_grad;
   std::vector<PointSet> sets;
   for (Contender& c : contenders) sets.push_back({c.model, c.cache, c.points});

@@ -166,7 +166,7 @@ ServerInfo fetch_server_info(const HttpEndpoint& e, const std::string& model_nam
   if (info.model.empty() && first && first->contains("id") && (*first)["id"].is_string())
     info.model = (*first)["id"].get<std::string>();
   if (res->status == 401)
-    throw Error("bench serve: " + url.origin + url.base + "/v1/models answered HTTP 401: the server wants an API key (--api-key)");
+    throw Error("bench serve: " + url.origin + url.base + "/v1/models answered HTTP 401: the server wants its API key (--api-key missing or wrong)");
   if (info.model.empty())
     throw Error("bench serve: " + url.origin + url.base + "/v1/models (HTTP " + std::to_string(res->status) +
                 ") lists no model; pass --model-name");

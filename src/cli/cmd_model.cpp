@@ -68,7 +68,7 @@ void run_quantize(const QuantizeArgs& args) {
     throw Error(args.model_dir + ": --model must be a Hugging Face model directory (config.json, *.safetensors); "
                 "a GGUF file is not quantized again");
   std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(args.model_dir))
+  for (const auto& entry : std::filesystem::directory_iterator(args.model_dir, ec))
     if (std::filesystem::equivalent(entry.path(), args.out_path, ec))
       throw Error("--out " + args.out_path + " is " + entry.path().filename().string() +
                   " of the checkpoint being read; write the GGUF file elsewhere");

@@ -145,9 +145,9 @@ ModelConfig gguf_model_config(const GgufFile& f) {
 namespace {
 
 // What WeightDType::kAuto keeps for a GGUF file: Q8_0 or Q4_0, whichever more of its matrices
-// hold, run natively (its other matrices quantized to that type at load); else the type of its
-// F32 / F16 / BF16 matrices (common_weight_dtype when they differ). A file of only K-quant
-// matrices loads in bf16 (dequantized).
+// hold, run natively (F / K-quant matrices quantized to that type at load, Q8_0 / Q4_0 ones kept
+// as they are); else the type of its F32 / F16 / BF16 matrices (common_weight_dtype when they
+// differ). A file of only K-quant matrices loads in bf16 (dequantized).
 WeightDType gguf_weight_dtype(const GgufFile& f) {
   std::vector<WeightDType> dtypes;
   int64_t q8_0 = 0, q4_0 = 0;
@@ -163,18 +163,26 @@ WeightDType gguf_weight_dtype(const GgufFile& f) {
   return dtypes.empty() ? WeightDType::kBF16 : common_weight_dtype(dtypes);
 }
 
-// --dtype q8_0 on a Q4_0 file, or q4_0 on a Q8_0 file, would round weights already rounded to
-// one block format into the other, silently adding the second format's error to the first (q8_0
-// to q4_0 moved llama.cpp's reference logits by 3): refused, as llama-quantize refuses to
-// requantize unless asked. K-quant matrices, which run nowhere natively, may be requantized.
+// A quantized load keeps every Q8_0 or Q4_0 matrix of the file as it is, whichever of the two
+// was asked for: rounding blocks of one format into the other only adds the second format's error
+// to the first (q8_0 to q4_0 moved llama.cpp's reference logits by 3). So a file whose matrices
+// are all in the other format would load exactly as it is while claiming the type asked for:
+// refused, as llama-quantize refuses to requantize unless asked. A mixed file (llama-quantize's
+// Q8_0 fallbacks in a Q4_0 file) loads, its minority matrices kept; K-quants, which run nowhere
+// natively, are quantized to the type asked for.
 void refuse_requantizing(const GgufFile& f, WeightDType requested) {
   if (requested != WeightDType::kQ8_0 && requested != WeightDType::kQ4_0) return;
-  const GgmlType other = requested == WeightDType::kQ8_0 ? GgmlType::kQ4_0 : GgmlType::kQ8_0;
-  for (const GgufTensorInfo& info : f.tensors())
-    if (info.ne.size() == 2 && info.type == other)
-      throw Error(f.path() + ": tensor '" + info.name + "' is already " + ggml_type_info(static_cast<uint32_t>(other))->name +
-                  "; --dtype " + weight_dtype_name(requested) +
-                  " would quantize it again (use --dtype auto, or quantize the original checkpoint)");
+  const GgmlType asked = requested == WeightDType::kQ8_0 ? GgmlType::kQ8_0 : GgmlType::kQ4_0;
+  const GgmlType other = asked == GgmlType::kQ8_0 ? GgmlType::kQ4_0 : GgmlType::kQ8_0;
+  bool holds_asked = false, holds_other = false;
+  for (const GgufTensorInfo& info : f.tensors()) {
+    holds_asked |= info.ne.size() == 2 && info.type == asked;
+    holds_other |= info.ne.size() == 2 && info.type == other;
+  }
+  if (holds_other && !holds_asked)
+    throw Error(f.path() + ": its matrices are already " + ggml_type_info(static_cast<uint32_t>(other))->name +
+                "; --dtype " + weight_dtype_name(requested) +
+                " would quantize them again (use --dtype auto, or quantize the original checkpoint)");
 }
 
 }  // namespace
@@ -192,10 +200,11 @@ void Transformer::load_gguf_weights(const GgufFile& f) {
   auto linear = [&](const std::vector<RowPart>& parts, int64_t cols) {
     Linear l;
     if (native)
-      if (std::optional<QuantizedWeight> q = read_native_blocks(f, parts, cols, *native)) {
-        l.quantized = std::move(*q);
-        return l;
-      }
+      for (const GgmlType type : {*native, *native == GgmlType::kQ8_0 ? GgmlType::kQ4_0 : GgmlType::kQ8_0})
+        if (std::optional<QuantizedWeight> q = read_native_blocks(f, parts, cols, type)) {
+          l.quantized = std::move(*q);
+          return l;
+        }
     l.weight = read_stacked(f, parts, cols, dtype);
     return l;
   };

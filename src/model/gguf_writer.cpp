@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 
 #include "common/error.h"
@@ -135,7 +136,10 @@ void write_gguf(const std::string& path, const std::vector<std::pair<std::string
   // leaves a truncated file under the real name, and a destination that is one of the inputs
   // (mapped while the tensors stream out) is replaced only after they have been read, where
   // truncating it first killed the process with SIGBUS and destroyed the checkpoint.
-  const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
+  // Through a symlink to the file it names, as writing in place would (the rename would replace
+  // the link itself).
+  const std::string target = std::filesystem::weakly_canonical(path).string();
+  const std::string tmp = target + ".tmp-" + std::to_string(::getpid());
   std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
   if (!out) throw Error(path + ": cannot open for writing");
   struct RemoveUnlessRenamed {
@@ -162,7 +166,7 @@ void write_gguf(const std::string& path, const std::vector<std::pair<std::string
   }
   out.close();
   if (!out) throw Error(path + ": write failed");
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) throw Error(path + ": cannot rename " + tmp + " into place");
+  if (std::rename(tmp.c_str(), target.c_str()) != 0) throw Error(path + ": cannot rename " + tmp + " into place");
   cleanup.renamed = true;
 }
 

@@ -2,6 +2,7 @@
 
 
 #include <algorithm>
+#include <tuple>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -134,14 +135,15 @@ class ArchiveBuilder {
     const uint64_t data_size = mapping->file->size() - data_start;
 
     bool first_file = a_.mappings_.empty();
-    std::vector<std::pair<std::pair<uint64_t, uint64_t>, std::string>> ranges;  // ([begin, end), tensor)
+    std::vector<ByteRange> ranges;
     for (auto& [name, entry] : header.items()) {
       if (name == "__metadata__") {
         auto meta = parse_metadata(path, entry);
         if (first_file) a_.metadata_ = std::move(meta);
         continue;
       }
-      ranges.push_back({add_tensor(path, name, entry, base + data_start, data_start, data_size), name});
+      const auto [begin, end] = add_tensor(path, name, entry, base + data_start, data_start, data_size);
+      ranges.push_back({begin, end, name});
     }
     check_contiguous(path, std::move(ranges), data_size);
     a_.mappings_.push_back(std::move(mapping));
@@ -186,16 +188,20 @@ class ArchiveBuilder {
 
   // As the reference reader requires: the tensors' byte ranges, in offset order, tile the data
   // section exactly. Overlapping ranges would give two weights the same bytes.
-  static void check_contiguous(const std::string& path,
-                               std::vector<std::pair<std::pair<uint64_t, uint64_t>, std::string>> ranges,
-                               uint64_t data_size) {
-    std::sort(ranges.begin(), ranges.end());
+  struct ByteRange {
+    uint64_t begin, end;  // in the data section
+    std::string tensor;
+  };
+  static void check_contiguous(const std::string& path, std::vector<ByteRange> ranges, uint64_t data_size) {
+    std::sort(ranges.begin(), ranges.end(), [](const ByteRange& a, const ByteRange& b) {
+      return std::tie(a.begin, a.end, a.tensor) < std::tie(b.begin, b.end, b.tensor);
+    });
     uint64_t expected = 0;
-    for (const auto& [range, name] : ranges) {
-      if (range.first != expected)
-        fail(path, "tensor " + quote(name) + " data_offsets begin at " + std::to_string(range.first) + ", expected " +
+    for (const ByteRange& r : ranges) {
+      if (r.begin != expected)
+        fail(path, "tensor " + quote(r.tensor) + " data_offsets begin at " + std::to_string(r.begin) + ", expected " +
                        std::to_string(expected) + " (right after the tensor before it): overlapping or gapped tensor data");
-      expected = range.second;
+      expected = r.end;
     }
     if (expected != data_size)
       fail(path, "the tensors hold " + std::to_string(expected) + " data bytes, but the file has " +
@@ -311,8 +317,8 @@ void load_index(const std::string& index_path, ArchiveBuilder& builder,
   for (auto& [name, file] : wm->items()) {
     if (!file.is_string() || file.get<std::string>().empty())
       fail(index_path, "weight_map entry for tensor " + quote(name) + " is not a file name");
-    // Shards live beside the index (Hugging Face writes bare names): an absolute path or a '..'
-    // would read any file on the machine as weights.
+    // Shards live in the model directory (Hugging Face writes bare names): an absolute path or a
+    // '..' would read any file on the machine as weights.
     const fs::path shard_name(file.get<std::string>());
     if (shard_name.is_absolute() || std::any_of(shard_name.begin(), shard_name.end(), [](const fs::path& p) { return p == ".."; }))
       fail(index_path, "weight_map entry for tensor " + quote(name) + " names " + quote(file.get<std::string>()) +

@@ -8,6 +8,8 @@
 #include <cctype>
 #include <ctime>
 #include <map>
+#include <optional>
+#include <regex>
 #include <thread>
 
 #include <httplib.h>
@@ -189,6 +191,15 @@ struct HttpServer::Impl {
     });
   }
 
+  // The methods a route answers (the Allow header of a 405); nullopt for a path no route takes.
+  // Routes with a parameter (/v1/models/{id}) are matched as the server matches them.
+  std::optional<std::string> allowed_methods(const std::string& path) const {
+    if (const auto it = methods.find(path); it != methods.end()) return it->second;
+    for (const auto& [route, allowed] : methods)
+      if (route.find('(') != std::string::npos && std::regex_match(path, std::regex(route))) return allowed;
+    return std::nullopt;
+  }
+
   bool authorized(const httplib::Request& req) const {
     if (options.api_key.empty() || req.path == "/health" || req.path == "/") return true;
     return req.get_header_value("Authorization") == "Bearer " + options.api_key;
@@ -227,10 +238,10 @@ void HttpServer::Impl::install_routes() {
   // the envelope. A known path asked with another method is a 405 naming the ones it takes.
   server.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
-    const auto known = methods.find(req.path);
-    if (res.status == 404 && known != methods.end()) {
-      res.set_header("Allow", known->second);
-      send_error(res, ApiError(405, req.method + " is not allowed on " + req.path + " (" + known->second + ")"));
+    const std::optional<std::string> allowed = allowed_methods(req.path);
+    if (res.status == 404 && allowed) {
+      res.set_header("Allow", *allowed);
+      send_error(res, ApiError(405, req.method + " is not allowed on " + req.path + " (" + *allowed + ")"));
     } else if (res.status == 404) {
       send_error(res, ApiError(404, "no route " + req.method + " " + req.path));
     } else if (res.status == 413) {

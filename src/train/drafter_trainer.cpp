@@ -303,8 +303,14 @@ DrafterTrainResult train_drafter(const DrafterTrainOptions& o) {
   }
   progress.finish();
   result.steps = end_step;
-  if (end_step == total_steps) {
-    result.final_dir = o.out_dir / "model";
+  result.final_dir = end_step == total_steps ? o.out_dir / "model" : fs::path();
+  // A rerun of a finished run trains nothing: its final drafter and summary stay as written (the
+  // rerun has no validation of its own to write); one interrupted before writing them writes them.
+  const bool nothing_trained = start_step == end_step;
+  if (!result.final_dir.empty() && nothing_trained && fs::exists(result.final_dir / "training_summary.json")) {
+    std::fprintf(stderr, "final drafter: %s (already written)\n", result.final_dir.c_str());
+  } else if (!result.final_dir.empty()) {
+    if (nothing_trained && !data.valid.empty()) result.valid = validate(drafter, target, data.valid, o, cache_ptr);
     draft::write_drafter(config, drafter.checkpoint_tensors(), result.final_dir.string());
     json summary = {{"steps", end_step}, {"train_sequences", n_train}, {"valid_sequences", data.valid.size()},
                     {"valid_loss", result.valid.loss}, {"valid_tau", result.valid.tau},

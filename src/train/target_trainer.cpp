@@ -231,7 +231,9 @@ TargetTrainResult train_target(const TargetTrainOptions& o) {
   result.steps = end_step;
   if (end_step == total_steps) {
     result.final_model_dir = o.out_dir / "model";
-    export_final_model(m, o, result.final_model_dir);
+    // A rerun of a finished run (nothing trained) keeps the model it exported.
+    if (start_step < end_step || !fs::exists(result.final_model_dir / "config.json"))
+      export_final_model(m, o, result.final_model_dir);
     std::fprintf(stderr, "final model: %s\n", result.final_model_dir.c_str());
   }
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -53,6 +53,29 @@ TEST(DtypeBench, TimesEveryDtypeSideBySide) {
   EXPECT_GE(r.dtypes[0].resident_growth, 0.9 * double(r.dtypes[0].weight_bytes + r.dtypes[0].kv_cache_bytes));
 }
 
+// On a Q8_0 GGUF file, q4_0 (the file's blocks are not quantized again) is skipped and said so;
+// the other dtypes are measured (the refusal once ended the run with no table). A run where no
+// dtype loads is the refusal's error.
+TEST(DtypeBench, SkipsADtypeTheFileRefuses) {
+  const std::string gguf = test::fixture("gguf-tiny/untied-q8_0.gguf").string();
+  DtypeBenchOptions o;
+  o.dtypes = {model::WeightDType::kAuto, model::WeightDType::kQ4_0};
+  o.context = 16;
+  o.batch_sizes = {1};
+  o.warmup = 0;
+  o.runs = 1;
+  std::string skipped;
+  const DtypeBenchResult r = run_dtype_bench(gguf, o, [&](const std::string& message) {
+    if (message.rfind("skipping", 0) == 0) skipped += message;
+  });
+  ASSERT_EQ(r.dtypes.size(), 1u);
+  EXPECT_EQ(r.dtypes[0].held, "q8_0");
+  EXPECT_NE(skipped.find("q4_0"), std::string::npos) << skipped;
+  EXPECT_NE(skipped.find("already Q8_0"), std::string::npos) << skipped;
+  o.dtypes = {model::WeightDType::kQ4_0};
+  EXPECT_THROW(run_dtype_bench(gguf, o), Error);
+}
+
 TEST(DtypeBench, RefusesBatchSizesWithoutOne) {
   DtypeBenchOptions o;
   o.batch_sizes = {4, 8};

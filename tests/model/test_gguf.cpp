@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 
 #include "expect_error.h"
@@ -143,6 +144,25 @@ TEST_F(GgufErrors, OverlappingTensorDataIsRefused) {
   overlap[kSecondOffsetField] = 0;
   expect_error([&] { GgufFile::open(write("overlap.gguf", overlap)); },
                {"overlap.gguf", "tensor 'b'", "offset 0, expected 32", "overlapping"});
+}
+
+// The writer works under a temporary name: a symlinked destination is written through (the link
+// stays a link to the new file), and a failed write leaves the old file as it was and no
+// temporary behind.
+TEST_F(GgufErrors, WriterReplacesItsDestinationWholeOrNotAtAll) {
+  namespace fs = std::filesystem;
+  const std::string real = small_file(), link = dir_.file("link.gguf");
+  fs::create_symlink(real, link);
+  const auto zeros = [](std::vector<uint8_t>& out) { out.assign(64, 0); };
+  write_gguf(link, {}, {{"u", GgmlType::kF32, {16}, zeros}});
+  EXPECT_TRUE(fs::is_symlink(link));
+  EXPECT_TRUE(GgufFile::open(real).contains("u"));
+  const std::string before = bytes_of(real);
+  const auto short_data = [](std::vector<uint8_t>& out) { out.assign(8, 0); };  // 8 bytes for 64
+  expect_error([&] { write_gguf(real, {}, {{"v", GgmlType::kF32, {16}, short_data}}); }, {"tensor 'v'", "8 bytes"});
+  EXPECT_EQ(bytes_of(real), before);
+  for (const auto& entry : fs::directory_iterator(dir_.path()))
+    EXPECT_EQ(entry.path().filename().string().find(".tmp-"), std::string::npos) << entry.path();
 }
 
 TEST_F(GgufErrors, UnsupportedTensorTypeIsNamedWhenRead) {

@@ -15,6 +15,7 @@
 #include "forward_test_util.h"
 #include "gguf_test_util.h"
 #include "model/gguf_export.h"
+#include "model/gguf_writer.h"
 #include "model/gguf_loader.h"
 #include "model/model_init.h"
 #include "model/transformer.h"
@@ -176,11 +177,40 @@ TEST(GgufLoader, AutoKeepsQuantizedFilesNative) {
 // its blocks run nowhere natively.
 TEST(GgufLoader, RefusesToRequantizeBetweenQ8_0AndQ4_0) {
   test::expect_error([] { Transformer::load(test::gguf_fixture("untied-q8_0.gguf").string(), {WeightDType::kQ4_0}); },
-                     {"untied-q8_0.gguf", "already Q8_0", "--dtype q4_0", "quantize it again"});
+                     {"untied-q8_0.gguf", "already Q8_0", "--dtype q4_0", "quantize them again"});
   test::expect_error([] { Transformer::load(test::gguf_fixture("k256-q4_0.gguf").string(), {WeightDType::kQ8_0}); },
                      {"k256-q4_0.gguf", "already Q4_0", "--dtype q8_0"});
   EXPECT_EQ(Transformer::load(test::gguf_fixture("k256-q4_k_m.gguf").string(), {WeightDType::kQ8_0}).weight_dtype(),
             WeightDType::kQ8_0);
+}
+
+// llama-quantize (without --pure) falls back to Q8_0 for some tensors of a Q4_0 file: such a
+// mixed file loads as q4_0, asked or by auto, and its Q8_0 matrix keeps its own blocks (auto
+// once rounded it into Q4_0). Here: the untied Q4_0 fixture with the Q8_0 fixture's LM head.
+TEST(GgufLoader, MixedFileKeepsEachMatrixsBlocks) {
+  torch::NoGradGuard no_grad;
+  test::TempDir dir;
+  const GgufFile q4 = GgufFile::open(test::gguf_fixture("untied-q4_0.gguf").string());
+  const GgufFile q8 = GgufFile::open(test::gguf_fixture("untied-q8_0.gguf").string());
+  std::vector<std::pair<std::string, GgufValue>> metadata(q4.metadata().begin(), q4.metadata().end());
+  std::vector<GgufTensorToWrite> tensors;
+  for (const GgufTensorInfo& t : q4.tensors()) {
+    const GgufTensorInfo& source = t.name == "output.weight" ? q8.tensor(t.name) : t;
+    tensors.push_back({source.name, source.type, source.ne, [&source](std::vector<uint8_t>& out) {
+                         out.assign(source.data, source.data + source.n_bytes);
+                       }});
+  }
+  const std::string mixed = dir.file("mixed.gguf");
+  write_gguf(mixed, metadata, tensors);
+  const std::vector<float> head = q8.read_f32(q8.tensor("output.weight"));
+  for (const WeightDType asked : {WeightDType::kAuto, WeightDType::kQ4_0}) {
+    const Transformer model = Transformer::load(mixed, {asked});
+    EXPECT_EQ(model.weight_dtype(), WeightDType::kQ4_0);
+    const torch::Tensor ours = model.lm_head_weight().to(torch::kFloat32).contiguous().reshape({-1});
+    ASSERT_EQ(ours.numel(), static_cast<int64_t>(head.size()));
+    EXPECT_TRUE(torch::equal(ours, torch::from_blob(const_cast<float*>(head.data()), {ours.numel()}, torch::kFloat32)))
+        << weight_dtype_name(asked) << ": the Q8_0 head was quantized again";
+  }
 }
 
 // The hyper-parameters from the metadata are those of the Hugging Face config the file was

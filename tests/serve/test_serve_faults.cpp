@@ -125,6 +125,9 @@ TEST(ServeFaults, MethodsPreflightTemperaturesAndChoicesBeyondCapacity) {
   EXPECT_EQ(get->status, 405);
   EXPECT_EQ(get->get_header_value("Allow"), "POST");
   EXPECT_EQ(json::parse(get->body)["error"]["type"], "invalid_request_error");
+  auto remove = c.Delete("/v1/models/tiny-target-8l");  // a route with a parameter: 405 too
+  EXPECT_EQ(remove->status, 405);
+  EXPECT_EQ(remove->get_header_value("Allow"), "GET, HEAD");
   auto preflight = c.Options("/v1/chat/completions");
   EXPECT_EQ(preflight->status, 204);
   EXPECT_EQ(preflight->get_header_value("Access-Control-Allow-Origin"), "*");

@@ -326,6 +326,12 @@ TEST(DrafterTrainer, ShortRunLowersTheLossAndRaisesAcceptance) {
   // The exported drafter loads as an inference drafter.
   model::Transformer target = model::Transformer::load(kTarget.string(), {model::WeightDType::kF32});
   EXPECT_NO_THROW(draft::DSparkDrafter::load(full.final_dir.string(), target, {}));
+  // Rerunning the finished run trains nothing and keeps its summary (it was rewritten with the
+  // validation figures of a rerun that validated nothing).
+  const std::string summary = test::read_text(full.final_dir / "training_summary.json");
+  o.out_dir = dir / "run2";
+  EXPECT_EQ(train::train_drafter(o).steps, full.steps);
+  EXPECT_EQ(test::read_text(full.final_dir / "training_summary.json"), summary);
 }
 
 // The RNN Markov head trains under the same protocol: the loss falls, the later slots gain, and
