@@ -94,8 +94,34 @@ std::string AcceptReport::markdown() const {
     for (int64_t k = 0; k < options.gamma; ++k) s += printf_string(" %.3f |", macro_conditional(d, k));
     s += "\n";
   }
-  return s + confidence_markdown(*this);
+  return s + sweep_markdown() + confidence_markdown(*this);
 }
+
+std::string AcceptReport::sweep_markdown() const {
+  if (thresholds.size() < 2) return "";
+  std::string s = "\nConfidence-threshold sweep (a DSpark block cut before its first slot below the threshold; macro over "
+                  "files)\n\n| drafter | threshold | macro tau | drafts/proposal |\n|---|---|---|---|\n";
+  for (const std::string& d : drafters)
+    for (double th : thresholds) {
+      bool present = false;
+      for (const AcceptCell& c : cells) present |= c.drafter == d && c.threshold == th;
+      if (present) s += printf_string("| %s | %.2f | %.3f | %.2f |\n", d.c_str(), th, macro(d, th, tau), macro(d, th, drafts_per_step));
+    }
+  return s;
+}
+
+namespace {
+
+// gamma entries, one per draft position: null where no block reached it (a threshold cut every
+// block before it), so every result indexes positions alike.
+nlohmann::json per_position(const std::vector<double>& rates, int64_t gamma) {
+  nlohmann::json out = nlohmann::json::array();
+  for (int64_t k = 0; k < gamma; ++k)
+    out.push_back(k < static_cast<int64_t>(rates.size()) ? nlohmann::json(rates[static_cast<size_t>(k)]) : nlohmann::json());
+  return out;
+}
+
+}  // namespace
 
 nlohmann::json AcceptReport::to_json(const std::string& target_dir) const {
   nlohmann::json out = {{"target", target_dir},       {"temperature", options.temperature},
@@ -111,8 +137,8 @@ nlohmann::json AcceptReport::to_json(const std::string& target_dir) const {
                               {"num_accepted_tokens", c.stats.num_accepted_tokens},
                               {"acceptance_length", tau(c)},
                               {"draft_tokens_per_proposal", drafts_per_step(c)},
-                              {"accept_rate", c.stats.accept_rate_per_pos()},
-                              {"conditional_accept_rate", c.stats.conditional_accept_rate()}});
+                              {"accept_rate", per_position(c.stats.accept_rate_per_pos(), options.gamma)},
+                              {"conditional_accept_rate", per_position(c.stats.conditional_accept_rate(), options.gamma)}});
     if (c.confidence)
       out["results"].back()["confidence"] = {{"rounds", c.confidence->rounds},
                                              {"ece_mean", c.confidence->ece},

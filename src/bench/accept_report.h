@@ -32,6 +32,8 @@ struct AcceptReport {
   double macro(const std::string& drafter, double threshold, double (*value)(const AcceptCell&)) const;
   double macro_conditional(const std::string& drafter, int64_t position) const;  // threshold 0
   std::string markdown() const;
+  // The threshold sweep's table (empty with threshold 0 alone); part of markdown().
+  std::string sweep_markdown() const;
   nlohmann::json to_json(const std::string& target_dir) const;
   // accept_per_position.svg, and threshold_sweep.svg when several thresholds were run.
   void write_plots(const std::filesystem::path& dir) const;

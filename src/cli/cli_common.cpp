@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <functional>
 #include <sstream>
@@ -124,19 +125,22 @@ std::vector<int32_t> known_ids(const tokenizer::Tokenizer& tok, const std::vecto
 }
 
 nlohmann::json stats_json(const engine::RequestStats& s) {
+  // Rates with nothing to count are null, not a measured 0: the decode rate of a single token, the
+  // acceptance of a request that took no decode step.
+  const auto unless = [](bool undefined, double value) { return undefined ? nlohmann::json() : nlohmann::json(value); };
   return {{"prompt_tokens", s.prompt_tokens},
           {"generated_tokens", s.generated_tokens},
           {"queued_seconds", s.queued_seconds},
           {"first_token_seconds", s.first_token_seconds},
           {"seconds", s.seconds},
-          {"tokens_per_second", s.decode_tokens_per_second()},
+          {"tokens_per_second", unless(s.generated_tokens < 2, s.decode_tokens_per_second())},
           {"num_steps", s.num_steps},
           {"num_drafts", s.num_drafts},
           {"num_draft_tokens", s.num_draft_tokens},
           {"num_accepted_tokens", s.num_accepted_tokens},
           {"num_accepted_tokens_per_pos", s.num_accepted_tokens_per_pos},
-          {"acceptance_length", s.acceptance_length()},
-          {"mean_acceptance_length", s.mean_acceptance_length()},
+          {"acceptance_length", unless(s.num_steps == 0, s.acceptance_length())},
+          {"mean_acceptance_length", unless(s.num_steps == 0, s.mean_acceptance_length())},
           {"acceptance_rate", s.acceptance_rate()},
           {"conditional_acceptance", s.conditional_accept_rate()}};
 }
@@ -262,8 +266,21 @@ engine::StepCost load_or_profile_step_cost(const std::string& sps_file, model::T
                                            draft::Drafter* drafter, const std::string& model_dir,
                                            const std::string& draft_dir, model::WeightDType draft_dtype,
                                            int64_t max_requests, int64_t gamma, int64_t context) {
-  if (!sps_file.empty()) return engine::StepCost::load(sps_file);
   const schedule::SpsMeta meta = engine::step_cost_meta(model_dir, target, draft_dir, draft_dtype);
+  if (!sps_file.empty()) {
+    // A profile named on the command line is used as given (the cache is keyed by the setup; a
+    // file is the user's choice), but one measured for another setup plans with that setup's
+    // step costs: each difference is said.
+    const engine::StepCost cost = engine::StepCost::load(sps_file);
+    auto warn = [&](const std::string& what) { std::fprintf(stderr, "dspark: warning: --sps %s %s\n", sps_file.c_str(), what.c_str()); };
+    if (cost.meta.model_id != meta.model_id)
+      warn("was measured for " + cost.meta.model_id + ", this run is " + meta.model_id);
+    if (cost.meta.dtype != meta.dtype) warn("was measured with " + cost.meta.dtype + " weights, this run has " + meta.dtype);
+    if (drafter && cost.draft_seconds.empty()) warn("was measured without a drafter: drafting is planned as free");
+    if (drafter && cost.gamma != gamma)
+      warn("was measured at gamma " + std::to_string(cost.gamma) + ", this run drafts " + std::to_string(gamma));
+    return cost;
+  }
   engine::ProfileOptions options{.max_requests = max_requests, .gamma = gamma};
   if (context > 0) options.context = context;
   return engine::cached_step_cost(engine::default_cache_dir(), target, drafter, options, meta);
@@ -294,12 +311,12 @@ std::vector<int64_t> PromptArgs::resolve(const std::optional<tokenizer::Tokenize
   return {ids.begin(), ids.end()};
 }
 
-void SamplingArgs::add_to(CLI::App* cmd) {
-  cmd->add_option("--temperature", temperature, "0 (anything below 1e-5) = greedy (default: generation_config.json)");
+void SamplingArgs::add_to(CLI::App* cmd, const std::string& defaults) {
+  cmd->add_option("--temperature", temperature, "0 (anything below 1e-5) = greedy (default: " + defaults + ")");
   cmd->add_option("--top-k", top_k, "keep the k most likely tokens (0 = off)");
   cmd->add_option("--top-p", top_p, "nucleus sampling mass (1 = off)");
   cmd->add_option("--min-p", min_p, "drop tokens below min-p times the top probability (0 = off)");
-  cmd->add_option("--seed", seed, "seed; sample i uses seed + i")->check(at_least(0));
+  cmd->add_option("--seed", seed, "seed; sample i uses seed + i (default 0: a run repeats)")->check(at_least(0));
 }
 
 // Flags override the model's generation_config.json, as in Hugging Face and vLLM.

@@ -111,12 +111,13 @@ struct PromptArgs {
   std::vector<int64_t> resolve(const std::optional<tokenizer::Tokenizer>& tok, const std::string& model_dir) const;
 };
 
-// --temperature --top-k --top-p --min-p --seed; unset flags take the model's generation_config.json.
+// --temperature --top-k --top-p --min-p --seed; unset flags take the defaults resolve() is given
+// (the model's generation_config.json, for most commands), which --temperature's help names.
 struct SamplingArgs {
   std::optional<double> temperature, top_p, min_p;
   std::optional<int64_t> top_k;
   uint64_t seed = 0;
-  void add_to(CLI::App* cmd);
+  void add_to(CLI::App* cmd, const std::string& defaults = "generation_config.json");
   sampling::SamplingParams resolve(const model::GenerationConfig& defaults) const;
 };
 

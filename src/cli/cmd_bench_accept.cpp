@@ -50,6 +50,7 @@ void run(BenchAcceptArgs a) {
     for (const std::string& name : draft_dtypes) {
       const model::WeightDType dtype = resolve_draft_dtype(name, target, "--draft-dtypes");
       drafters.push_back(draft::load_drafter("", d, target, {.max_slots = 1, .capacity = 8192, .weight_dtype = dtype}));
+      resolve_gamma(a.options.gamma, *drafters.back());  // refused beyond a block (it ran the block, reported --gamma)
       labels.push_back(draft_dtype_label(drafter_label(d, *drafters.back()), name));
       const bool sweeps = drafters.back()->method() == "dspark";
       for (const auto& p : prompts) total_runs += static_cast<int64_t>(p.size() * (sweeps ? thresholds.size() : 1));

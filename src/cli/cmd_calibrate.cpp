@@ -51,6 +51,9 @@ void run(CalibrateArgs a) {
   auto drafter = draft::DSparkDrafter::load(a.draft_dir, target, {.max_slots = 1, .capacity = 8192,
                                                                   .weight_dtype = resolve_draft_dtype(a.draft_dtype, target)});
   if (!drafter->config().confidence_head) throw Error(a.draft_dir + ": this drafter has no confidence head to calibrate");
+  // sts.json holds one temperature per position of the block: a larger gamma wrote one the
+  // drafter then refused to load with.
+  a.options.gamma = resolve_gamma(a.options.gamma, *drafter);
   drafter->set_confidence_temperatures({});  // fit on the raw confidences
   const std::vector<std::string> prompts = held_out_prompts(a);
   Progress progress("calibrate rollouts", static_cast<int64_t>(prompts.size()), "prompt");

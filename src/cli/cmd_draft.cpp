@@ -47,10 +47,13 @@ void run_draft(const DraftArgs& args) {
   nlohmann::json slots = nlohmann::json::array();
   for (size_t k = 0; k < block.tokens.size(); ++k) {
     const int64_t token = block.tokens[k];
-    auto [values, ids] = block.logits[k].topk(5);
+    // An n-gram drafter has no logits: its slots show no top-5.
     nlohmann::json top = nlohmann::json::array();
-    for (int64_t i = 0; i < ids.numel(); ++i)
-      top.push_back({{"id", ids[i].item<int64_t>()}, {"logit", values[i].item<double>()}});
+    if (block.logits.defined()) {
+      auto [values, ids] = block.logits[k].topk(5);
+      for (int64_t i = 0; i < ids.numel(); ++i)
+        top.push_back({{"id", ids[i].item<int64_t>()}, {"logit", values[i].item<double>()}});
+    }
     nlohmann::json s = {{"slot", k}, {"token", token}, {"text", spell(token)},
                         {"draft_prob", block.probs[k][token].item<double>()}, {"top5", top}};
     if (!block.confidence.empty()) s["confidence"] = block.confidence[k];
@@ -83,7 +86,7 @@ void register_draft(CLI::App& app) {
   cmd->add_option("--draft", args->draft_dir, "drafter directory (DeepSpec layout)");
   cmd->add_option("--method", args->method, "dspark | dflash | eagle3 | ngram (default: from the drafter's config)");
   args->prompt.add_to(cmd);
-  args->sampling.add_to(cmd);
+  args->sampling.add_to(cmd, "greedy");
   cmd->add_option("--anchor", args->anchor, "anchor token (default: the target's greedy next token)");
   cmd->add_option("--gamma", args->gamma, "slots to draft (default: the block size, else 7)");
   add_dtype_option(cmd, args->dtype);

@@ -11,6 +11,7 @@
 #include "cli/cli_common.h"
 #include "cli/commands.h"
 #include "common/error.h"
+#include "draft/dspark_drafter.h"
 #include "draft/load_drafter.h"
 #include "engine/engine.h"
 #include "tokenizer/stream_decoder.h"
@@ -56,9 +57,12 @@ void print_sample(const engine::RequestOutcome& o, const std::optional<tokenizer
   if (speculative)
     std::snprintf(spec, sizeof spec, ", %lld steps, acceptance length %.2f", static_cast<long long>(s.num_steps),
                   s.acceptance_length());
-  std::fprintf(stderr, "[%lld prompt tokens, %lld generated in %.2f s, first token after %.2f s, %.2f tokens/s, %s%s]\n",
+  // The decode rate counts the tokens after the first over the time after it: none with one token.
+  char rate[48] = "no decode rate";
+  if (s.generated_tokens > 1) std::snprintf(rate, sizeof rate, "%.2f tokens/s", s.decode_tokens_per_second());
+  std::fprintf(stderr, "[%lld prompt tokens, %lld generated in %.2f s, first token after %.2f s, %s, %s%s]\n",
                static_cast<long long>(s.prompt_tokens), static_cast<long long>(s.generated_tokens), s.seconds,
-               s.first_token_seconds, s.decode_tokens_per_second(), o.finish_reason.c_str(), spec);
+               s.first_token_seconds, rate, o.finish_reason.c_str(), spec);
 }
 
 void run_generate(const GenerateArgs& args) {
@@ -92,6 +96,11 @@ void run_generate(const GenerateArgs& args) {
                                    .weight_dtype = draft_dtype});
     gamma = resolve_gamma(args.gamma, *drafter);
   }
+  // The cut reads a DSpark drafter's confidences; any other drafter would ignore it in silence.
+  const auto* dspark = dynamic_cast<const draft::DSparkDrafter*>(drafter.get());
+  if (args.confidence_threshold > 0 && !(dspark && dspark->config().confidence_head))
+    throw Error("--confidence-threshold cuts a block by its DSpark confidences; " +
+                (drafter ? "the " + drafter->method() + " drafter has none" : std::string("there is no drafter (--draft)")));
   const schedule::ScheduleKind kind =
       args.schedule.empty() ? default_schedule(speculative, concurrency) : schedule::parse_schedule_kind(args.schedule);
   if (kind != schedule::ScheduleKind::kNone && !drafter) throw Error("generate: --schedule needs a drafter (--draft)");
@@ -118,7 +127,13 @@ void run_generate(const GenerateArgs& args) {
   }
   const std::vector<engine::RequestOutcome> outcomes = engine.run();
   if (stream) std::cout << stream_decoder.flush() << std::endl;  // before the stderr summary
-  for (const engine::RequestOutcome& o : outcomes) print_sample(o, tok, args.json, stream, speculative);
+  for (size_t i = 0; i < outcomes.size(); ++i) {
+    // Several samples as text: a line before each, so one ending without a newline cannot run
+    // into the next.
+    if (outcomes.size() > 1 && !args.json)
+      std::cout << "--- sample " << i << " (seed " << request.sampling.seed + i << ") ---\n";
+    print_sample(outcomes[i], tok, args.json, stream, speculative);
+  }
   if (speculative && concurrency > 1 && !args.json)
     std::fprintf(stderr, "[engine: %s, concurrency %lld, %lld steps, mean budget %.2f drafts, acceptance length %.2f]\n",
                  schedule::schedule_kind_name(kind).c_str(), static_cast<long long>(concurrency),

@@ -13,7 +13,9 @@ std::unique_ptr<Drafter> load_drafter(const std::string& method, const std::stri
   if (method == "ngram") return std::make_unique<NgramDrafter>(options.max_slots, target.config().vocab_size);
   const bool known = method.empty() || method == "dspark" || method == "dflash" || method == "eagle3";
   if (!known) throw Error("--method: unknown drafter method '" + method + "' (expected dspark, dflash, eagle3 or ngram)");
-  if (dir.empty()) throw Error("--draft DIR is needed for method '" + (method.empty() ? "?" : method) + "'");
+  if (dir.empty())
+    throw Error(method.empty() ? std::string("give a drafter: --draft DIR, or --method ngram (which drafts from the context)")
+                               : "--draft DIR is needed for method '" + method + "'");
   const DraftConfig config = DraftConfig::load(dir);
   if (!method.empty() && parse_method(method) != config.method)
     throw Error(dir + ": a " + method_name(config.method) + " drafter, but --method " + method + " was asked for");

@@ -86,7 +86,8 @@ json StepCost::to_json() const {
 
 StepCost StepCost::from_json(const json& j, const std::string& source) {
   try {
-    if (j.at("format") != "dspark-step-cost") throw Error(source + ": not a dspark step-cost profile");
+    if (!j.is_object() || j.value("format", json()) != "dspark-step-cost")
+      throw Error(source + ": not a dspark step-cost profile (no \"format\": \"dspark-step-cost\"; make one with `dspark profile --out`)");
     StepCost c;
     c.meta = schedule::SpsTable::from_json(j.at("sps_meta"), source).meta();
     c.context = j.at("context").get<int64_t>();

@@ -102,6 +102,36 @@ TEST(AcceptReport, ListsTheConfidenceMetricsPerFileWithAMacroRow) {
   EXPECT_FALSE(j["results"][2].contains("confidence"));
 }
 
+// A threshold sweep gets its own table (it was computed and left out of the Markdown), and the
+// per-position rates of a cell whose blocks were cut short are gamma long, null where no block
+// reached (they were as long as the furthest position drafted).
+TEST(AcceptReport, ShowsTheSweepAndPadsPerPositionRatesToGamma) {
+  AcceptReport r = report_with(std::nullopt, std::nullopt);
+  r.options.gamma = 3;
+  r.thresholds = {0.0, 0.5};
+  engine::RequestStats cut;
+  cut.num_steps = 4;
+  cut.num_drafts = 2;
+  cut.num_draft_tokens = 2;
+  cut.num_accepted_tokens = 1;
+  cut.num_committed_tokens = 5;
+  cut.num_draft_tokens_per_pos = {2};
+  cut.num_accepted_tokens_per_pos = {1};
+  r.cells.push_back({"dspark", "eval/gsm8k.jsonl", 0.5, cut, std::nullopt});
+  r.cells.push_back({"dspark", "eval/mbpp.jsonl", 0.5, cut, std::nullopt});
+  const std::string md = r.markdown();
+  EXPECT_NE(md.find("| drafter | threshold | macro tau | drafts/proposal |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| dspark | 0.50 | 1.250 | 0.50 |"), std::string::npos) << md;  // 5 tokens in 4 steps
+  EXPECT_EQ(md.find("| eagle3 | 0.50 |"), std::string::npos) << md;  // no sweep without confidences
+  const nlohmann::json j = r.to_json("target");
+  const nlohmann::json& rates = j["results"][4]["accept_rate"];
+  ASSERT_EQ(rates.size(), 3u);
+  EXPECT_DOUBLE_EQ(rates[0].get<double>(), 0.5);
+  EXPECT_TRUE(rates[1].is_null());
+  EXPECT_TRUE(rates[2].is_null());
+  EXPECT_EQ(report_with(std::nullopt, std::nullopt).markdown().find("threshold sweep"), std::string::npos);
+}
+
 TEST(AcceptReport, HasNoConfidenceTableWhenNoDrafterHasAHead) {
   EXPECT_EQ(report_with(std::nullopt, std::nullopt).markdown().find("Confidence head"), std::string::npos);
 }

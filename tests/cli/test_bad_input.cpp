@@ -265,6 +265,25 @@ TEST(BadInput, PromptGammaThresholdAndFileMistakes) {
   test::write_text(drafter / "config.json", config.dump());
   expect_one_line_error(run_dspark(generate + "--prompt hi --draft " + drafter.string()),
                         {"config.json", "block_size 10000000", "max_position_embeddings"});
+  // A gamma beyond the block: calibrate wrote an sts.json the drafter then refused to load with,
+  // and bench accept ran the block while reporting the larger gamma.
+  test::write_text(dir / "prompts.jsonl", "{\"turns\": [\"What is 2 + 2?\"]}\n");
+  const std::string prompts = dir.file("prompts.jsonl");
+  expect_one_line_error(run_dspark("calibrate --target " + model + " --draft " + model + "-dspark --prompts " + prompts +
+                                   " --dry-run --gamma 9"),
+                        {"--gamma 9", "block size 7"});
+  expect_one_line_error(run_dspark("bench accept --target " + model + " --draft " + model + "-dspark --prompts " + prompts +
+                                   " --gamma 12"),
+                        {"--gamma 12", "block size 7"});
+  // A confidence cut with a drafter that has no confidences was ignored in silence.
+  expect_one_line_error(run_dspark(generate + "--prompt hi --draft " + model + "-dflash --confidence-threshold 0.5"),
+                        {"--confidence-threshold", "dflash drafter has none"});
+  expect_one_line_error(run_dspark("draft --target " + model + " --prompt hi"), {"--draft DIR", "--method ngram"});
+  // A file that is not a profile: said so, not the JSON library's "key 'format' not found".
+  test::write_text(dir / "empty.json", "{}");
+  expect_one_line_error(run_dspark(generate + "--prompt hi --draft " + model + "-dspark --schedule dspark-sync --sps " +
+                                   dir.file("empty.json")),
+                        {"empty.json", "not a dspark step-cost profile"});
   // Outputs written at the end of a long run are checked before it.
   expect_one_line_error(run_dspark("profile --model " + model + " --out " + dir.str()), {"--out", "is a directory"});
   expect_one_line_error(run_dspark("bench accept --target " + model + " --draft " + model + "-dspark --prompts x --json-out " +

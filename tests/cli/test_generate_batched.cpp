@@ -52,5 +52,28 @@ TEST(GenerateBatched, ThresholdScheduleTakesItsCut) {
   EXPECT_GT(mean_budget("0"), 4.0);
 }
 
+// A profile named with --sps is used as given, but one measured for another setup says how it
+// differs (another drafter's, another gamma's profile once planned in silence).
+TEST(GenerateBatched, AnSpsFileOfAnotherSetupIsUsedWithAWarning) {
+  test::TempDir dir;
+  const std::string source = DSPARK_SOURCE_DIR;
+  const std::string model = source + "/models/tiny-target-8l", sps = dir.file("sps.json");
+  const test::CommandResult p = test::run_dspark("--threads 1 profile --model " + model + " --draft " + model +
+                                                 "-dspark --max-requests 2 --runs 1 --out " + sps);
+  ASSERT_EQ(p.exit_code, 0) << p.err;
+  auto generate = [&](const std::string& flags) {
+    const test::CommandResult r = test::run_dspark("--threads 1 generate --model " + model + " --prompt Hi --max-tokens 4 "
+                                                   "--schedule dspark-sync --temperature 0 --sps " + sps + " " + flags);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.err;
+  };
+  EXPECT_EQ(generate("--draft " + model + "-dspark").find("warning"), std::string::npos);
+  const std::string other_gamma = generate("--draft " + model + "-dspark --gamma 3");
+  EXPECT_NE(other_gamma.find("measured at gamma 7, this run drafts 3"), std::string::npos) << other_gamma;
+  const std::string other_drafter = generate("--draft " + model + "-dflash");
+  EXPECT_NE(other_drafter.find("was measured for tiny-target-8l"), std::string::npos) << other_drafter;
+  EXPECT_NE(other_drafter.find("dflash"), std::string::npos) << other_drafter;
+}
+
 }  // namespace
 }  // namespace dspark
