@@ -69,7 +69,6 @@ DtypeBenchResult run_dtype_bench(const std::string& model_path, const DtypeBench
   DtypeBenchResult result;
   result.resident_before = resident_bytes();
   std::vector<Contender> contenders;
-  std::string refused;
   for (model::WeightDType dtype : o.dtypes) {
     for (model::KvCacheDType kv_dtype : o.kv_cache_dtypes) {
       const std::string name = std::string(model::weight_dtype_name(dtype)) + ", KV cache " + model::kv_cache_dtype_name(kv_dtype);
@@ -80,12 +79,16 @@ DtypeBenchResult run_dtype_bench(const std::string& model_path, const DtypeBench
       try {
         contenders.push_back(load_contender(model_path, dtype, kv_dtype, o, max_b));
       } catch (const Error& e) {
-        refused = e.what();
-        if (progress) progress("skipping " + name + ": " + refused);
+        result.skipped.push_back({name, e.what()});
+        if (progress) progress("skipping " + name + ": " + e.what());
       }
     }
   }
-  if (contenders.empty()) throw Error(refused);
+  if (contenders.empty()) {
+    std::string reasons;
+    for (const auto& [name, why] : result.skipped) reasons += (reasons.empty() ? "" : "; ") + name + ": " + why;
+    throw Error("bench dtypes: no dtype loaded (" + reasons + ")");
+  }
   torch::NoGradGuard no_grad;
   std::vector<PointSet> sets;
   for (Contender& c : contenders) sets.push_back({c.model, c.cache, c.points});

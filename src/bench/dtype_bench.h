@@ -45,6 +45,9 @@ struct DtypeBenchResult {
   // Per contender: the median over rounds of T_baseline(1) / T_dtype(1) (each round's pair timed back
   // to back), so the speedup is measured side by side rather than from two medians.
   std::vector<double> decode_speedup;
+  // The weight / KV cache dtypes that did not load, each with the reason (a Q8_0 GGUF file asked
+  // for q4_0, say), in the order asked.
+  std::vector<std::pair<std::string, std::string>> skipped;
 };
 
 DtypeBenchResult run_dtype_bench(const std::string& model_path, const DtypeBenchOptions& options,

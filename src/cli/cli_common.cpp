@@ -141,7 +141,7 @@ nlohmann::json stats_json(const engine::RequestStats& s) {
           {"num_accepted_tokens_per_pos", s.num_accepted_tokens_per_pos},
           {"acceptance_length", unless(s.num_steps == 0, s.acceptance_length())},
           {"mean_acceptance_length", unless(s.num_steps == 0, s.mean_acceptance_length())},
-          {"acceptance_rate", s.acceptance_rate()},
+          {"acceptance_rate", unless(s.num_draft_tokens == 0, s.acceptance_rate())},
           {"conditional_acceptance", s.conditional_accept_rate()}};
 }
 
@@ -276,6 +276,9 @@ engine::StepCost load_or_profile_step_cost(const std::string& sps_file, model::T
     if (cost.meta.model_id != meta.model_id)
       warn("was measured for " + cost.meta.model_id + ", this run is " + meta.model_id);
     if (cost.meta.dtype != meta.dtype) warn("was measured with " + cost.meta.dtype + " weights, this run has " + meta.dtype);
+    if (cost.meta.device != meta.device) warn("was measured on " + cost.meta.device + ", this run is on " + meta.device);
+    if (cost.meta.machine_id != meta.machine_id)
+      warn("was measured on host " + cost.meta.machine_id + ", this is " + meta.machine_id);
     if (drafter && cost.draft_seconds.empty()) warn("was measured without a drafter: drafting is planned as free");
     if (drafter && cost.gamma != gamma)
       warn("was measured at gamma " + std::to_string(cost.gamma) + ", this run drafts " + std::to_string(gamma));

@@ -46,8 +46,10 @@ nlohmann::json to_json(const bench::DtypeBenchResult& r, const bench::DtypeBench
                       {"resident_growth_bytes", d.resident_growth}, {"peak_resident_bytes", d.peak_resident},
                       {"decode_speedup", r.decode_speedup[i]}, {"points", points}});
   }
+  nlohmann::json skipped = nlohmann::json::array();
+  for (const auto& [name, why] : r.skipped) skipped.push_back({{"dtype", name}, {"reason", why}});
   return {{"context", o.context}, {"isa", kernels::isa_name()}, {"threads", model::num_threads()},
-          {"resident_before_bytes", r.resident_before}, {"dtypes", dtypes}};
+          {"resident_before_bytes", r.resident_before}, {"dtypes", dtypes}, {"skipped", skipped}};
 }
 
 void print_table(const bench::DtypeBenchResult& r, const bench::DtypeBenchOptions& o) {
@@ -73,6 +75,7 @@ void print_table(const bench::DtypeBenchResult& r, const bench::DtypeBenchOption
   }
   std::printf("resident before the first load %.1f MB; peak %.1f MB\n", mb(r.resident_before),
               mb(r.dtypes.back().peak_resident));
+  for (const auto& [name, why] : r.skipped) std::printf("skipped %s: %s\n", name.c_str(), why.c_str());
 }
 
 void run(BenchDtypesArgs& args) {

@@ -54,9 +54,11 @@ void print_sample(const engine::RequestOutcome& o, const std::optional<tokenizer
   }
   if (!streamed) std::cout << (tok ? text : nlohmann::json(o.ids).dump()) << "\n";
   char spec[128] = "";
-  if (speculative)
+  if (speculative && s.num_steps > 0)
     std::snprintf(spec, sizeof spec, ", %lld steps, acceptance length %.2f", static_cast<long long>(s.num_steps),
                   s.acceptance_length());
+  else if (speculative)
+    std::snprintf(spec, sizeof spec, ", no decode step");
   // The decode rate counts the tokens after the first over the time after it: none with one token.
   char rate[48] = "no decode rate";
   if (s.generated_tokens > 1) std::snprintf(rate, sizeof rate, "%.2f tokens/s", s.decode_tokens_per_second());

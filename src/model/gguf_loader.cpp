@@ -53,6 +53,13 @@ torch::Tensor read_stacked(const GgufFile& f, const std::vector<RowPart>& parts,
   return stacked;
 }
 
+// Whether any of the parts is stored in `type`.
+bool has_part_of(const GgufFile& f, const std::vector<RowPart>& parts, int64_t cols, GgmlType type) {
+  for (const RowPart& p : parts)
+    if (f.tensor(p.name, {cols, p.rows}).type == type) return true;
+  return false;
+}
+
 // The parts' llama.cpp blocks, rows stacked (Llama's q/k rows un-permuted as copy_matrix does), when
 // every part is stored in `type`: the matrix then runs on those very blocks. nullopt otherwise.
 std::optional<QuantizedWeight> read_native_blocks(const GgufFile& f, const std::vector<RowPart>& parts, int64_t cols,
@@ -165,23 +172,18 @@ WeightDType gguf_weight_dtype(const GgufFile& f) {
 
 // A quantized load keeps every Q8_0 or Q4_0 matrix of the file as it is, whichever of the two
 // was asked for: rounding blocks of one format into the other only adds the second format's error
-// to the first (q8_0 to q4_0 moved llama.cpp's reference logits by 3). So a file whose matrices
-// are all in the other format would load exactly as it is while claiming the type asked for:
-// refused, as llama-quantize refuses to requantize unless asked. A mixed file (llama-quantize's
-// Q8_0 fallbacks in a Q4_0 file) loads, its minority matrices kept; K-quants, which run nowhere
-// natively, are quantized to the type asked for.
+// to the first (q8_0 to q4_0 moved llama.cpp's reference logits by 3). So asking a file for the
+// format its matrices are mostly not in would load it mostly as it is while claiming the type
+// asked for: refused, as llama-quantize refuses to requantize unless asked. A file mostly of the
+// format asked for (llama-quantize's Q8_0 fallbacks in a Q4_0 file) loads, its minority matrices
+// kept; K-quants, which run nowhere natively, are quantized to the type asked for.
 void refuse_requantizing(const GgufFile& f, WeightDType requested) {
   if (requested != WeightDType::kQ8_0 && requested != WeightDType::kQ4_0) return;
-  const GgmlType asked = requested == WeightDType::kQ8_0 ? GgmlType::kQ8_0 : GgmlType::kQ4_0;
-  const GgmlType other = asked == GgmlType::kQ8_0 ? GgmlType::kQ4_0 : GgmlType::kQ8_0;
-  bool holds_asked = false, holds_other = false;
-  for (const GgufTensorInfo& info : f.tensors()) {
-    holds_asked |= info.ne.size() == 2 && info.type == asked;
-    holds_other |= info.ne.size() == 2 && info.type == other;
-  }
-  if (holds_other && !holds_asked)
-    throw Error(f.path() + ": its matrices are already " + ggml_type_info(static_cast<uint32_t>(other))->name +
-                "; --dtype " + weight_dtype_name(requested) +
+  const WeightDType held = gguf_weight_dtype(f);
+  if (held != WeightDType::kQ8_0 && held != WeightDType::kQ4_0) return;
+  if (held != requested)
+    throw Error(f.path() + ": its matrices are mostly " + (held == WeightDType::kQ8_0 ? "Q8_0" : "Q4_0") +
+                " already; --dtype " + weight_dtype_name(requested) +
                 " would quantize them again (use --dtype auto, or quantize the original checkpoint)");
 }
 
@@ -206,6 +208,11 @@ void Transformer::load_gguf_weights(const GgufFile& f) {
           return l;
         }
     l.weight = read_stacked(f, parts, cols, dtype);
+    // A fused matrix whose parts mix Q8_0 and Q4_0 (one packed matrix has one block type) is
+    // quantized to Q8_0, the finer of the two: rounding the Q8_0 part into Q4_0 would add Q4_0's
+    // error to it, while Q8_0 holds the Q4_0 part's values to within a fraction of its own step.
+    if (native && parts.size() > 1 && has_part_of(f, parts, cols, GgmlType::kQ8_0))
+      l.quantize(kernels::QuantType::kQ8_0, "the fused matrix of " + parts.front().name);
     return l;
   };
   // llama.cpp permutes Llama's q and k rows for its RoPE layout; Qwen3's are stored as they are.

@@ -9,6 +9,7 @@
 
 #include "bench/dtype_bench.h"
 #include "common/error.h"
+#include "expect_error.h"
 #include "test_util.h"
 
 namespace dspark::bench {
@@ -70,10 +71,12 @@ TEST(DtypeBench, SkipsADtypeTheFileRefuses) {
   });
   ASSERT_EQ(r.dtypes.size(), 1u);
   EXPECT_EQ(r.dtypes[0].held, "q8_0");
+  ASSERT_EQ(r.skipped.size(), 1u);  // recorded for the table and the JSON, with its reason
+  EXPECT_EQ(r.skipped[0].first, "q4_0, KV cache f32");
   EXPECT_NE(skipped.find("q4_0"), std::string::npos) << skipped;
-  EXPECT_NE(skipped.find("already Q8_0"), std::string::npos) << skipped;
+  EXPECT_NE(skipped.find("mostly Q8_0"), std::string::npos) << skipped;
   o.dtypes = {model::WeightDType::kQ4_0};
-  EXPECT_THROW(run_dtype_bench(gguf, o), Error);
+  test::expect_error([&] { run_dtype_bench(gguf, o); }, {"no dtype loaded", "q4_0", "mostly Q8_0"});
 }
 
 TEST(DtypeBench, RefusesBatchSizesWithoutOne) {

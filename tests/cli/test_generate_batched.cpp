@@ -3,6 +3,8 @@
 // cache must also fit the profile's 256-position context, however short the request) and saves it.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <cstdlib>
 #include <filesystem>
 #include <sstream>
@@ -73,6 +75,25 @@ TEST(GenerateBatched, AnSpsFileOfAnotherSetupIsUsedWithAWarning) {
   const std::string other_drafter = generate("--draft " + model + "-dflash");
   EXPECT_NE(other_drafter.find("was measured for tiny-target-8l"), std::string::npos) << other_drafter;
   EXPECT_NE(other_drafter.find("dflash"), std::string::npos) << other_drafter;
+}
+
+// Several samples printed as text each start with a line naming them (a sample ending without a
+// newline ran into the next); a one-token answer has no decode rate and no acceptance, null
+// rather than a measured 0.
+TEST(GenerateBatched, TextSamplesAreSeparatedAndUndefinedRatesAreNull) {
+  const std::string model = std::string(DSPARK_SOURCE_DIR) + "/models/tiny-target-8l";
+  const test::CommandResult text = test::run_dspark("--threads 1 generate --model " + model +
+                                                    " --prompt Hi --max-tokens 4 --num-samples 2 --temperature 0");
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("--- sample 0 (seed 0) ---\n"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("--- sample 1 (seed 1) ---\n"), std::string::npos) << text.out;
+  const test::CommandResult one = test::run_dspark("--threads 1 generate --model " + model + " --draft " + model +
+                                                   "-dspark --prompt Hi --max-tokens 1 --ignore-eos --temperature 0 --json");
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  const nlohmann::json stats = nlohmann::json::parse(one.out)["stats"];
+  EXPECT_EQ(stats["generated_tokens"], 1);
+  for (const char* rate : {"tokens_per_second", "acceptance_length", "mean_acceptance_length", "acceptance_rate"})
+    EXPECT_TRUE(stats[rate].is_null()) << rate << ": " << stats.dump();
 }
 
 }  // namespace
