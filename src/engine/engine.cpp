@@ -94,6 +94,18 @@ void Engine::finish(Active& a, const std::string& reason) {
   a.outcome.stats.seconds = since_submit(a);
 }
 
+template <class F>
+void Engine::for_request(Active& a, F&& part) {
+  if (!options_.fail_requests_alone) return part();
+  try {
+    part();
+  } catch (const Error& e) {
+    a.outcome.text = e.what();
+    a.text_cut = true;  // the message stays the text
+    finish(a, "error");
+  }
+}
+
 void Engine::emit(Active& a, int64_t token) {
   if (a.done) return;
   const EngineRequest& r = a.request;
@@ -316,9 +328,10 @@ std::vector<RequestOutcome> Engine::step() {
                                             : out.captured_features();
 
   // 4. Verify and commit each decoding request; then the prefills' progress.
-  for (size_t i = 0; i < decoding.size(); ++i) verify_and_commit(*decoding[i], blocks[i], lengths[i], rows[i], out, features);
+  for (size_t i = 0; i < decoding.size(); ++i)
+    for_request(*decoding[i], [&] { verify_and_commit(*decoding[i], blocks[i], lengths[i], rows[i], out, features); });
   stats_.verify_seconds += seconds_between(t_verify, Clock::now());
-  for (const PrefillChunk& c : chunks) finish_prefill(c, out, features);
+  for (const PrefillChunk& c : chunks) for_request(*c.a, [&] { finish_prefill(c, out, features); });
 
   std::vector<RequestOutcome> released = release_finished();
   finished.insert(finished.end(), std::make_move_iterator(released.begin()), std::make_move_iterator(released.end()));

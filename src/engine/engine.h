@@ -45,6 +45,11 @@ struct EngineOptions {
   int64_t prefill_chunk = 512;          // prompt tokens per step, over all prefilling requests
   std::function<std::string(const std::vector<int64_t>&)> detokenize;  // for stop strings and text
   bool record_rounds = false;           // fill RequestOutcome::rounds (calibration, conformance)
+  // A request whose own token choice fails (sampling or greedy decoding of NaN logits) finishes
+  // with finish_reason "error" and the message as its text, and the step goes on for the others
+  // (serving, where they belong to other clients). Off, the step throws (commands that run their
+  // own requests stop with the error).
+  bool fail_requests_alone = false;
   sampling::SampledVerifier verifier;   // empty: sampling::verify_sampled (tests break it on purpose)
 };
 
@@ -131,6 +136,10 @@ class Engine {
   std::vector<RequestOutcome> release_finished();
   void emit(Active& a, int64_t token);  // appends a token or finishes the request
   void finish(Active& a, const std::string& reason);
+  // Runs one request's part of a step; with fail_requests_alone, an Error it raises finishes that
+  // request alone.
+  template <class F>
+  void for_request(Active& a, F&& part);
   int64_t gamma_of(const Active& a) const;
   double since_submit(const Active& a) const;
 

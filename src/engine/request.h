@@ -62,8 +62,9 @@ struct RequestOutcome {
   int64_t id = 0;
   std::vector<int64_t> ids;              // generated tokens, stop token excluded
   std::string text;                      // with a detokenizer: the output text, cut before a stop string
-                                         // (ids keep the token that completed it)
-  std::string finish_reason;             // "stop", "length" or "cancelled"
+                                         // (ids keep the token that completed it); with "error", the error
+  std::string finish_reason;             // "stop", "length", "cancelled", or "error" (EngineOptions::
+                                         // fail_requests_alone)
   RequestStats stats;
   uint64_t next_draw = 0;                // the request's random stream position when it finished
   std::vector<DraftRound> rounds;        // per drafting step, with EngineOptions::record_rounds

@@ -17,6 +17,13 @@ double seconds_between(Clock::time_point a, Clock::time_point b) { return std::c
 // its once-a-second points while nothing runs).
 constexpr auto kIdleWake = std::chrono::milliseconds(250);
 
+// The engine as a server runs it: the requests in a step are other clients', so one whose token
+// choice fails (NaN logits, say) fails alone.
+engine::EngineOptions serving(engine::EngineOptions options) {
+  options.fail_requests_alone = true;
+  return options;
+}
+
 }  // namespace
 
 RequestChannel::Update RequestChannel::wait(std::chrono::milliseconds timeout) {
@@ -46,7 +53,7 @@ void RequestChannel::finish(engine::RequestOutcome outcome) {
 
 EngineService::EngineService(model::Transformer& target, draft::Drafter* drafter, engine::EngineOptions options,
                              int64_t max_queue, ServerMetrics& metrics)
-    : engine_(target, drafter, options), capacity_(options.max_concurrency + max_queue), metrics_(metrics) {
+    : engine_(target, drafter, serving(options)), capacity_(options.max_concurrency + max_queue), metrics_(metrics) {
   // OpenMP's thread count is per thread: a new thread starts from the runtime's default, not from
   // what --threads set on the main thread, so the engine thread sets it again.
   const int threads = model::num_threads();

@@ -11,6 +11,7 @@
 #include "engine/generate.h"
 #include "engine/engine.h"
 #include "monte_carlo.h"
+#include "sampling/rejection.h"
 #include "test_util.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
@@ -128,6 +129,38 @@ TEST(Engine, RequestsRunToTheLastPositionTheDrafterCanPlace) {
     EXPECT_EQ(o.ids, test::greedy(target, prompt, limit - static_cast<int64_t>(prompt.size())));
   }
   EXPECT_GT(engine.stats().verified_drafts, 0);
+}
+
+// With fail_requests_alone (serving), a request whose verification fails (here the verifier's
+// first call raises, as sampling NaN logits does) finishes with "error" and the message, and the
+// request beside it in the same steps runs on to the tokens it has alone; without it the step
+// throws, as commands running their own requests want.
+TEST(Engine, ARequestThatFailsAloneLeavesTheOthersRunning) {
+  torch::NoGradGuard no_grad;
+  model::Transformer target = model::Transformer::load(kModel.string(), {model::WeightDType::kF32});
+  const auto drafter = draft::load_drafter("dspark", kDSpark.string(), target, {.max_slots = 2, .capacity = 256});
+  const std::vector<std::vector<int64_t>> prompts = chat_prompts(2);
+  auto run = [&](bool alone, int fail_call) {
+    int calls = 0;
+    const sampling::SampledVerifier verifier = [&](std::span<const float> p, std::span<const float> q,
+                                                   std::span<const int64_t> drafts, int64_t vocab, sampling::Rng& rng) {
+      if (++calls == fail_call) throw Error("sampling: the distribution has no finite mass (test)");
+      return sampling::verify_sampled(p, q, drafts, vocab, rng);
+    };
+    engine::Engine engine(target, drafter.get(),
+                          {.max_concurrency = 2, .max_context = 256, .gamma = 7, .schedule = ScheduleKind::kFixed,
+                           .fail_requests_alone = alone, .verifier = verifier});
+    for (const std::vector<int64_t>& prompt : prompts) engine.submit({prompt, {.temperature = 1.0, .seed = 5}, 24});
+    return engine.run();
+  };
+  const std::vector<engine::RequestOutcome> clean = run(true, 0);
+  const std::vector<engine::RequestOutcome> failed = run(true, 1);
+  ASSERT_EQ(failed.size(), 2u);
+  EXPECT_EQ(failed[0].finish_reason, "error");
+  EXPECT_NE(failed[0].text.find("no finite mass"), std::string::npos) << failed[0].text;
+  EXPECT_EQ(failed[1].finish_reason, clean[1].finish_reason);
+  EXPECT_EQ(failed[1].ids, clean[1].ids);
+  EXPECT_THROW(run(false, 1), Error);
 }
 
 // Where drafting costs far more than a verify step (here 50x), dspark-async keeps the drafter off,
