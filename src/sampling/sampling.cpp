@@ -196,8 +196,8 @@ int64_t argmax(const float* values, int64_t n) {
   for (int64_t j = 1; j < kLanes; ++j) top = lanes[j] > top ? lanes[j] : top;
   for (; i < n; ++i) top = values[i] > top ? values[i] : top;
   // Greedy decoding of NaN logits (damaged weights, an overflow) would otherwise print some token
-  // silently; as in sampling, it is an Error: the engine step fails, and the server answers the
-  // requests of that step with it and keeps serving.
+  // silently; as in sampling, it is an Error, which fails the request (in serving, that request
+  // alone: EngineOptions::fail_requests_alone).
   if (!(top > -INFINITY))
     throw Error("sampling: no finite value to take the argmax of (NaN or -inf logits from the model)");
   for (int64_t k = 0;; ++k)
