@@ -109,14 +109,11 @@ TEST(AcceptReport, ShowsTheSweepAndPadsPerPositionRatesToGamma) {
   AcceptReport r = report_with(std::nullopt, std::nullopt);
   r.options.gamma = 3;
   r.thresholds = {0.0, 0.5};
-  engine::RequestStats cut;
-  cut.num_steps = 4;
-  cut.num_drafts = 2;
-  cut.num_draft_tokens = 2;
-  cut.num_accepted_tokens = 1;
-  cut.num_committed_tokens = 5;
-  cut.num_draft_tokens_per_pos = {2};
-  cut.num_accepted_tokens_per_pos = {1};
+  engine::RequestStats cut;  // every block cut to one slot: 5 tokens in 4 steps, 2 drafts, 1 accepted
+  cut.record_step(1, 1, 2);
+  cut.record_step(1, 0, 1);
+  cut.record_step(0, 0, 1);
+  cut.record_step(0, 0, 1);
   r.cells.push_back({"dspark", "eval/gsm8k.jsonl", 0.5, cut, std::nullopt});
   r.cells.push_back({"dspark", "eval/mbpp.jsonl", 0.5, cut, std::nullopt});
   const std::string md = r.markdown();
