@@ -1,5 +1,6 @@
 #include "bench/accept_report.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "bench/printf_string.h"
@@ -47,6 +48,11 @@ std::string confidence_markdown(const AcceptReport& r) {
 }
 
 }  // namespace
+
+bool AcceptReport::has_cells(const std::string& drafter, double threshold) const {
+  return std::any_of(cells.begin(), cells.end(),
+                     [&](const AcceptCell& c) { return c.drafter == drafter && c.threshold == threshold; });
+}
 
 double AcceptReport::macro(const std::string& drafter, double threshold, double (*value)(const AcceptCell&)) const {
   double sum = 0;
@@ -103,9 +109,7 @@ std::string AcceptReport::sweep_markdown() const {
                   "files)\n\n| drafter | threshold | macro tau | drafts/proposal |\n|---|---|---|---|\n";
   for (const std::string& d : drafters)
     for (double th : thresholds) {
-      bool present = false;
-      for (const AcceptCell& c : cells) present |= c.drafter == d && c.threshold == th;
-      if (present) s += printf_string("| %s | %.2f | %.3f | %.2f |\n", d.c_str(), th, macro(d, th, tau), macro(d, th, drafts_per_step));
+      if (has_cells(d, th)) s += printf_string("| %s | %.2f | %.3f | %.2f |\n", d.c_str(), th, macro(d, th, tau), macro(d, th, drafts_per_step));
     }
   return s;
 }
@@ -172,9 +176,7 @@ void AcceptReport::write_plots(const fs::path& dir) const {
   for (const std::string& d : drafters) {
     plot::Series t{.name = d, .markers = true}, g{.name = d, .markers = true};
     for (double th : thresholds) {
-      bool present = false;
-      for (const AcceptCell& c : cells) present |= c.drafter == d && c.threshold == th;
-      if (!present) continue;
+      if (!has_cells(d, th)) continue;
       t.x.push_back(th), g.x.push_back(th);
       t.y.push_back(macro(d, th, tau));
       g.y.push_back(macro(d, th, drafts_per_step));

@@ -30,6 +30,7 @@ struct AcceptReport {
 
   // The mean over prompt files of a per-cell quantity (the macro average).
   double macro(const std::string& drafter, double threshold, double (*value)(const AcceptCell&)) const;
+  bool has_cells(const std::string& drafter, double threshold) const;  // ran at that threshold
   double macro_conditional(const std::string& drafter, int64_t position) const;  // threshold 0
   std::string markdown() const;
   // The threshold sweep's table (empty with threshold 0 alone); part of markdown().

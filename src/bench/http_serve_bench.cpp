@@ -30,6 +30,7 @@ constexpr size_t kMaxErrorBody = 300;
 // path "/base" (prefixed to every route, for servers mounted below the root).
 struct Url {
   std::string origin, base;
+  std::string text() const { return origin + base; }  // for messages
 };
 
 Url parse_url(const std::string& url) {
@@ -166,9 +167,9 @@ ServerInfo fetch_server_info(const HttpEndpoint& e, const std::string& model_nam
   if (info.model.empty() && first && first->contains("id") && (*first)["id"].is_string())
     info.model = (*first)["id"].get<std::string>();
   if (res->status == 401)
-    throw Error("bench serve: " + url.origin + url.base + "/v1/models answered HTTP 401: the server wants its API key (--api-key missing or wrong)");
+    throw Error("bench serve: " + url.text() + "/v1/models answered HTTP 401: the server wants its API key (--api-key missing or wrong)");
   if (info.model.empty())
-    throw Error("bench serve: " + url.origin + url.base + "/v1/models (HTTP " + std::to_string(res->status) +
+    throw Error("bench serve: " + url.text() + "/v1/models (HTTP " + std::to_string(res->status) +
                 ") lists no model; pass --model-name");
   return info;
 }
@@ -188,7 +189,7 @@ void check_one_request(const HttpEndpoint& e, const HttpRequestOptions& o, const
   httplib::Client client(url.origin);
   configure(client, e);
   const RequestRecord r = stream_request(client, url.base + route(o), request_body(o, prompt, 0), e.timeout_s);
-  if (!r.success) throw Error("bench serve: the test request to " + url.origin + url.base + route(o) + " failed: " + r.error);
+  if (!r.success) throw Error("bench serve: the test request to " + url.text() + route(o) + " failed: " + r.error);
 }
 
 HttpRun run_http_load(const HttpEndpoint& e, const HttpRequestOptions& o, const std::vector<std::string>& prompts,

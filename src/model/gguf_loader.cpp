@@ -177,9 +177,9 @@ WeightDType gguf_weight_dtype(const GgufFile& f) {
 // asked for: refused, as llama-quantize refuses to requantize unless asked. A file mostly of the
 // format asked for (llama-quantize's Q8_0 fallbacks in a Q4_0 file) loads, its minority matrices
 // kept; K-quants, which run nowhere natively, are quantized to the type asked for.
-void refuse_requantizing(const GgufFile& f, WeightDType requested) {
+// `held` is what auto keeps of the file (gguf_weight_dtype).
+void refuse_requantizing(const GgufFile& f, WeightDType held, WeightDType requested) {
   if (requested != WeightDType::kQ8_0 && requested != WeightDType::kQ4_0) return;
-  const WeightDType held = gguf_weight_dtype(f);
   if (held != WeightDType::kQ8_0 && held != WeightDType::kQ4_0) return;
   if (held != requested)
     throw Error(f.path() + ": its matrices are mostly " + (held == WeightDType::kQ8_0 ? "Q8_0" : "Q4_0") +
@@ -191,8 +191,9 @@ void refuse_requantizing(const GgufFile& f, WeightDType requested) {
 
 void Transformer::load_gguf_weights(const GgufFile& f) {
   const ModelConfig& c = config_;
-  refuse_requantizing(f, weight_dtype_);
-  if (weight_dtype_ == WeightDType::kAuto) weight_dtype_ = gguf_weight_dtype(f);
+  const WeightDType held = gguf_weight_dtype(f);
+  refuse_requantizing(f, held, weight_dtype_);
+  if (weight_dtype_ == WeightDType::kAuto) weight_dtype_ = held;
   const torch::ScalarType dtype = weight_scalar_type(weight_dtype_);
   // Quantized loads keep the file's blocks where they are of the type asked for (no second
   // rounding); anything else is read in f32 and quantized by quantize_weights().
